@@ -1,0 +1,339 @@
+"""The `coffeebot` command: index, chunks, search, ask, source, chat, serve, eval, models."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Iterable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from rag_core.config import Config, ConfigError, Secrets, load_config  # noqa: E402
+from rag_core.records import Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402
+
+log = logging.getLogger("coffeebot")
+
+
+class CliError(Exception):
+    """A problem to report in one line, with exit status 2."""
+
+
+# ---- JSON shapes (the contract in DESIGN.md) ---------------------------------------------------------------------
+
+
+def hit_json(hit: Hit) -> dict:
+    c = hit.chunk
+    return {"id": c.id, "doc": c.doc, "title": c.title, "section": c.section, "text": c.text,
+            "score": round(hit.score, 6), "ranks": dict(hit.ranks)}
+
+
+def chunk_json(c: Chunk) -> dict:
+    return {"id": c.id, "doc": c.doc, "title": c.title, "section": c.section, "text": c.text}
+
+
+def _ms(timings) -> dict:
+    return {k: round(v, 2) for k, v in timings.items()}
+
+
+def retrieval_json(r: Retrieval) -> dict:
+    return {"query": r.query, "rewritten_query": r.rewritten_query, "evidence": [hit_json(h) for h in r.evidence],
+            "timings_ms": _ms(r.timings_ms), "warnings": list(r.warnings)}
+
+
+def answer_json(a: Answer) -> dict:
+    return {"query": a.query, "rewritten_query": a.rewritten_query, "answer": a.text, "mode": a.mode,
+            "covered": a.covered, "citations": [chunk_json(c) for c in a.citations],
+            "evidence": [hit_json(h) for h in a.evidence], "timings_ms": _ms(a.timings_ms), "warnings": list(a.warnings)}
+
+
+def _dump(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+# ---- helpers -------------------------------------------------------------------------------------------------------
+
+
+def read_history(path: str | None) -> list[Turn]:
+    if not path:
+        return []
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read history file {path}: {exc}") from exc
+    return parse_history(data, path)
+
+
+def parse_history(data, where: str = "history") -> list[Turn]:
+    if not isinstance(data, list):
+        raise CliError(f"{where}: expected a JSON list of {{role, content}} objects")
+    turns = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict) or item.get("role") not in ("user", "assistant") or not isinstance(item.get("content"), str):
+            raise CliError(f"{where}[{i}]: expected {{\"role\": \"user\"|\"assistant\", \"content\": str}}")
+        turns.append(Turn(item["role"], item["content"]))
+    return turns
+
+
+def read_batch(path: str) -> Iterable[tuple[object, str, list[Turn]]]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CliError(f"cannot read batch file {path}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            yield item.get("id", n), str(item["question"]), parse_history(item.get("history", []), f"{path}:{n} history")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CliError(f"{path}:{n}: expected {{\"id\", \"question\", \"history\"?}}: {exc}") from exc
+
+
+def options_from(args) -> "Options":
+    from rag_core.pipeline import Options
+    from rag_core.retrieve import Channels
+
+    channels = Channels(bm25=not args.no_bm25, dense=not args.no_dense, rerank=not args.no_rerank)
+    return Options(channels=channels, har=not getattr(args, "no_har", False), ihi=not getattr(args, "no_har", False),
+                   llm=not getattr(args, "no_llm", False))
+
+
+def engine_for(cfg: Config, args, need_llm: bool = False, build_if_missing: bool = False):
+    from rag_core.index.layout import Layout
+    from rag_core.pipeline import load_engine
+
+    with_reranker = not getattr(args, "no_rerank", False)
+    api_key = Secrets.from_env().llm_api_key if need_llm else None
+    engine = load_engine(cfg, api_key=api_key, with_reranker=with_reranker)
+    if build_if_missing and Layout(cfg.data_dir).current_id() is None:
+        print("首次运行：正在建立知识库索引……", file=sys.stderr)
+        run_build(cfg, engine, progress=sys.stderr.isatty())
+    return engine
+
+
+def run_build(cfg: Config, engine, progress: bool):
+    from rag_core.index.build import build_index
+
+    return build_index(cfg, engine.embedder, engine.tokenizer, progress=progress)
+
+
+# ---- commands ------------------------------------------------------------------------------------------------------
+
+
+def cmd_index(cfg: Config, args) -> int:
+    from rag_core.index.layout import Layout
+
+    if args.rollback:
+        from rag_core.index.admin import rollback
+
+        build_id = rollback(Layout(cfg.data_dir))
+        print(f"rolled back: build {build_id} is current")
+        return 0
+    from rag_core.pipeline import make_tokenizer
+    from rag_core.models import load_embedder
+
+    embedder, warnings = load_embedder(cfg.models)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    from rag_core.index.build import build_index
+
+    report = build_index(cfg, embedder, make_tokenizer(cfg), progress=sys.stderr.isatty() and not args.json)
+    if args.json:
+        _dump(report.to_json() | {"warnings": warnings})
+        return 0
+    print(f"index build {report.build_id}: {report.documents} documents, {report.chunks} chunks, "
+          f"{report.chars} characters, {report.duration_s} s (embedded {report.embedded}, cached {report.cache_hits})")
+    for label, items in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
+        if items:
+            print(f"  {label}: {', '.join(items)}")
+    for f in report.failures:
+        print(f"  skipped {f.path}: {f.reason}")
+    if not report.swapped:
+        print(f"  NOT swapped in: {report.gate}")
+    return 0
+
+
+def cmd_chunks(cfg: Config, args) -> int:
+    from rag_core.index.store import open_current
+
+    index = open_current(cfg.data_dir)
+    wanted = args.doc
+    chunks = [c for c in index.chunks if c.doc == wanted or c.docid == wanted or Path(c.doc).name == wanted]
+    if not chunks:
+        raise CliError(f"no document {wanted!r} in the index (documents: {', '.join(sorted({c.doc for c in index.chunks}))})")
+    if args.json:
+        for c in chunks:
+            _dump(chunk_json(c) | {"start": c.start, "end": c.end, "chars": len(c.text)})
+        return 0
+    print(f"{chunks[0].doc} [{chunks[0].docid}] — {chunks[0].title}: {len(chunks)} chunks")
+    for c in chunks:
+        preview = c.text.replace("\n", " ")
+        print(f"\n[{c.id}] {len(c.text)} chars, {c.start}–{c.end}  {c.section}\n  {preview[:160]}{'…' if len(preview) > 160 else ''}")
+    return 0
+
+
+def cmd_search(cfg: Config, args) -> int:
+    engine = engine_for(cfg, args)
+    options = options_from(args)
+    if args.batch:
+        for item_id, question, history in read_batch(args.batch):
+            _dump({"id": item_id} | retrieval_json(engine.search(question, history, options)))
+        return 0
+    result = engine.search(_question(args), read_history(args.history), options)
+    if args.json:
+        _dump(retrieval_json(result))
+        return 0
+    if result.rewritten_query != result.query:
+        print(f"改写后的问题：{result.rewritten_query}")
+    for n, hit in enumerate(result.evidence, 1):
+        ranks = " ".join(f"{k}={v}" for k, v in hit.ranks.items())
+        print(f"{n}. [{hit.chunk.id}] {hit.chunk.doc} › {hit.chunk.section}  score={hit.score:.4f}  ({ranks})")
+        print(f"   {hit.chunk.text[:120].replace(chr(10), ' ')}…")
+    print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
+    for w in result.warnings:
+        print(f"warning: {w}")
+    return 0
+
+
+def cmd_ask(cfg: Config, args) -> int:
+    engine = engine_for(cfg, args, need_llm=not args.no_llm)
+    options = options_from(args)
+    if args.batch:
+        for item_id, question, history in read_batch(args.batch):
+            _dump({"id": item_id} | answer_json(engine.answer(question, history, options)))
+        return 0
+    answer = engine.answer(_question(args), read_history(args.history), options)
+    if args.json:
+        _dump(answer_json(answer))
+        return 0
+    print(answer.text)
+    for c in answer.citations:
+        print(f"  [{c.id}] {c.doc} › {c.section}")
+    for w in answer.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_source(cfg: Config, args) -> int:
+    from rag_core.index.store import open_current
+    from rag_core.sources import resolve_source
+
+    index = open_current(cfg.data_dir)
+    found = resolve_source(index, cfg.data_dir, args.id)
+    if args.json:
+        _dump(found.to_json())
+        return 0 if found.chunk else 1
+    print(found.render_plain())
+    return 0 if found.chunk else 1
+
+
+def cmd_chat(cfg: Config, args) -> int:
+    from bot.console import run_console
+
+    return run_console(cfg, args)
+
+
+def cmd_serve(cfg: Config, args) -> int:
+    from bot.app import serve
+
+    return serve(cfg, args)
+
+
+def cmd_eval(cfg: Config, args) -> int:
+    from rag_core.eval.run import main as eval_main
+
+    return eval_main(cfg, args)
+
+
+def cmd_models(cfg: Config, args) -> int:
+    from rag_core.models import fetch_model
+
+    for name in [cfg.models.embedder, cfg.models.reranker]:
+        if name:
+            print(f"{name} → {fetch_model(name)}")
+    return 0
+
+
+def _question(args) -> str:
+    if not args.question:
+        raise CliError("give a question, or --batch FILE")
+    return args.question
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="coffeebot", description="Yunnan coffee advisor: cited answers from the knowledge base")
+    p.add_argument("--config", help="config file (default: $COFFEEBOT_CONFIG or ./config.toml)")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("index", help="build or refresh the index of kb/")
+    s.add_argument("--rollback", action="store_true", help="make the previous build current again")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("chunks", help="show how a document was cut into chunks")
+    s.add_argument("doc", help="path relative to kb/, file name, or docid")
+    s.add_argument("--json", action="store_true")
+
+    for name, helptext in (("search", "ranked evidence, no generation"), ("ask", "one cited answer")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("question", nargs="?")
+        s.add_argument("--json", action="store_true")
+        s.add_argument("--batch", metavar="FILE", help="JSON Lines of {id, question, history?}; one JSON result a line")
+        s.add_argument("--history", metavar="FILE", help="JSON list of {role, content}")
+        s.add_argument("--no-bm25", action="store_true")
+        s.add_argument("--no-dense", action="store_true")
+        s.add_argument("--no-rerank", action="store_true")
+        s.add_argument("--no-har", action="store_true", help="no history-aware rewriting or history in the prompt")
+        if name == "ask":
+            s.add_argument("--no-llm", action="store_true", help="extractive answer even when an LLM key is set")
+
+    s = sub.add_parser("source", help="show a cited passage")
+    s.add_argument("id", help="docid#cid, e.g. e76faa05#3")
+    s.add_argument("--json", action="store_true")
+
+    sub.add_parser("chat", help="chat in the terminal (history kept across restarts)")
+    sub.add_parser("serve", help="run the configured channels (the console when none is configured)")
+
+    s = sub.add_parser("eval", help="evaluate systems on a gold set")
+    s.add_argument("--gold", required=True)
+    s.add_argument("--systems", default="full,b1,b2a,b2b,b3,b4,b5,simple,sliding")
+    s.add_argument("--runs", type=int, default=1)
+    s.add_argument("--out", default="eval-out")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--resamples", type=int, default=5000)
+
+    s = sub.add_parser("models", help="fetch the configured models once (honours HF_ENDPOINT)")
+    s.add_argument("action", choices=["fetch"])
+    return p
+
+
+COMMANDS = {"index": cmd_index, "chunks": cmd_chunks, "search": cmd_search, "ask": cmd_ask, "source": cmd_source,
+            "chat": cmd_chat, "serve": cmd_serve, "eval": cmd_eval, "models": cmd_models}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from rag_core.index.build import EmptyKnowledgeBase
+    from rag_core.index.store import IndexUnavailable
+    from rag_core.retrieve import QueryError
+
+    try:
+        cfg = load_config(args.config)
+        return COMMANDS[args.command](cfg, args)
+    except (CliError, ConfigError, IndexUnavailable, EmptyKnowledgeBase, QueryError) as exc:
+        print(f"coffeebot: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The chat service every channel uses: (channel, chat, user, text) → Reply. Commands live here once.
+
+The user's turn is committed before work starts and the answer before it is returned for sending, so a crash loses
+no stored history. CPU-bound work (retrieval, generation) runs in a thread; a semaphore caps concurrent answers.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Literal
+
+from rag_core.config import Config
+from rag_core.ids import parse_id
+from rag_core.index.layout import Layout
+from rag_core.index.store import IndexUnavailable
+from rag_core.pipeline import Engine
+from rag_core.records import Answer, Chunk
+from rag_core.retrieve import QueryError
+from rag_core.sources import resolve_source
+
+from .formatting import Footnoted, footnote
+from .history_store import HistoryStore
+
+log = logging.getLogger(__name__)
+
+ReplyKind = Literal["answer", "command", "source", "notice", "error"]
+
+WELCOME = (
+    "您好！我是云南小粒咖啡种植顾问，根据农业技术资料回答咖啡种植、病虫害、施肥、修剪、采收加工等问题，"
+    "每条要点后面都标有出处编号，点“原文”按钮或发送 /source 编号 可查看原文。\n\n"
+    "可以这样问：\n• 叶子背面有黄粉咋办？\n• 卡蒂姆一年施几次肥？\n• 咖啡果小蠹怎么防治？\n• 鲜果采回来多久要脱皮？\n\n"
+    "命令：/help 帮助　/source 编号 查看原文　/reset 清除对话记录"
+)
+RATE_LIMITED = "您发消息有点快，请稍等一分钟再问，谢谢理解。"
+BUSY_ERROR = "抱歉，系统暂时出了点问题，没能回答这个问题。请稍后再试。"
+INDEX_MISSING = "知识库索引正在建立或暂不可用，请稍后再试。"
+EMPTY_QUESTION = "请直接输入您的问题，例如：咖啡锈病怎么防治？"
+ADMIN_ONLY = "这个命令只对管理员开放。"
+NON_TEXT = "目前只能识别文字消息，请用文字描述您的问题（例如：叶片背面有橙黄色粉末怎么办？）。"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    channel: str
+    chat_id: str
+    user_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: ReplyKind
+    body: Footnoted  # text with [n] markers and the numbered sources
+    buttons: tuple[tuple[str, str], ...] = ()  # (label "原文1", citation id)
+    answer: Answer | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body.text
+
+
+def plain(kind: ReplyKind, text: str) -> Reply:
+    return Reply(kind, Footnoted(text, ()))
+
+
+def source_label(chunk: Chunk) -> str:
+    """A compact label for a phone: the last two levels of the heading path, else the title."""
+    parts = [p for p in chunk.section.split(" › ") if p]
+    return " › ".join(parts[-2:]) if parts else chunk.title
+
+
+@dataclass
+class RateLimiter:
+    per_minute: int
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[tuple[str, str], deque] = field(default_factory=lambda: defaultdict(deque))
+
+    def allow(self, key: tuple[str, str]) -> bool:
+        if self.per_minute <= 0:
+            return True
+        now = self.clock()
+        q = self._seen[key]
+        while q and now - q[0] >= 60:
+            q.popleft()
+        if len(q) >= self.per_minute:
+            return False
+        q.append(now)
+        return True
+
+
+class ChatService:
+    def __init__(
+        self,
+        cfg: Config,
+        engine: Engine,
+        history: HistoryStore,
+        reindex: Callable[[], Awaitable[str]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.cfg = cfg
+        self.engine = engine
+        self.history = history
+        self.reindex = reindex
+        self.limiter = RateLimiter(cfg.bot.rate_limit_per_minute, clock)
+        self._slots = asyncio.Semaphore(max(1, cfg.bot.max_concurrent))
+        self.started = time.time()
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        return any(a in (user_id, f"{channel}:{user_id}") for a in self.cfg.bot.admins)
+
+    async def handle(self, msg: Incoming) -> Reply:
+        text = msg.text.strip()
+        if text.startswith("/"):
+            return await self._command(msg, text)
+        if not text:
+            return plain("notice", EMPTY_QUESTION)
+        if not self.limiter.allow((msg.channel, msg.chat_id)):
+            return plain("notice", RATE_LIMITED)
+        return await self.ask(msg.channel, msg.chat_id, text)
+
+    async def ask(self, channel: str, chat_id: str, question: str) -> Reply:
+        """Answer a question with this chat's history; both turns are stored before the reply goes out."""
+        history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns))
+        await self.history.add_turn(channel, chat_id, "user", question)
+        try:
+            async with self._slots:
+                answer = await asyncio.to_thread(self.engine.answer, question, history)
+        except QueryError:
+            return plain("notice", EMPTY_QUESTION)
+        except IndexUnavailable as exc:
+            log.error("no index to answer from: %s", exc)
+            return plain("error", INDEX_MISSING)
+        except Exception:
+            log.exception("answering failed for %s:%s", channel, chat_id)
+            return plain("error", BUSY_ERROR)
+        await self.history.add_turn(channel, chat_id, "assistant", answer.text, [c.id for c in answer.citations])
+        return self.answer_reply(answer)
+
+    def answer_reply(self, answer: Answer) -> Reply:
+        labels = {c.id: source_label(c) for c in answer.citations}
+        body = footnote(answer.text, labels)
+        buttons = tuple((f"原文{f.n}", f.id) for f in body.footnotes)
+        return Reply("answer", body, buttons, answer)
+
+    async def source(self, raw_id: str, chat: tuple[str, str] | None = None) -> Reply:
+        """The passage behind a citation; with the chat, the version that was shown there."""
+        as_of = None
+        cid = parse_id(raw_id)
+        if chat and cid:
+            for turn in reversed(await self.history.recent_stored(chat[0], chat[1], 200)):
+                if cid in turn.cited_ids:
+                    as_of = turn.created_at
+                    break
+        try:
+            found = await asyncio.to_thread(resolve_source, self.engine.index, self.cfg.data_dir, raw_id, as_of)
+        except IndexUnavailable:
+            return plain("error", INDEX_MISSING)
+        return plain("source" if found.chunk else "notice", found.render_plain())
+
+    async def _command(self, msg: Incoming, text: str) -> Reply:
+        name, _, arg = text.partition(" ")
+        name = name.split("@", 1)[0].lower()  # "/help@MyBot" in groups
+        if name in ("/start", "/help"):
+            return plain("command", WELCOME)
+        if name == "/source":
+            if not arg.strip():
+                return plain("notice", "用法：/source 编号，例如 /source e76faa05#3")
+            return await self.source(arg.strip(), (msg.channel, msg.chat_id))
+        if name == "/reset":
+            n = await self.history.reset(msg.channel, msg.chat_id)
+            return plain("command", f"已清除本对话的 {n} 条记录，我们重新开始。")
+        if name in ("/status", "/reindex") and not self.is_admin(msg.channel, msg.user_id):
+            return plain("notice", ADMIN_ONLY)
+        if name == "/status":
+            return plain("command", await self.status_text())
+        if name == "/reindex":
+            if self.reindex is None:
+                return plain("notice", "本实例没有启用重建索引。")
+            return plain("command", await self.reindex())
+        return plain("notice", f"不认识的命令 {name}。\n\n{WELCOME}")
+
+    async def status_text(self) -> str:
+        layout = Layout(self.cfg.data_dir)
+        lines = []
+        try:
+            index = self.engine.index
+            m = index.manifest
+            built = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.get("created", 0)))
+            lines.append(f"索引版本 {index.build_id}（{built}）：{len(m.get('documents', {}))} 份文档，{len(index.chunks)} 个段落")
+            lines.append(f"向量模型：{m.get('embedder')}")
+        except IndexUnavailable as exc:
+            lines.append(f"索引不可用：{exc}")
+        reranker = getattr(self.engine.reranker, "name", None)
+        lines.append(f"重排模型：{reranker or '未启用（按融合顺序）'}")
+        lines.append(f"生成：{getattr(self.engine.chat, 'model_name', None) or '摘录模式（未配置大模型）'}")
+        for w in self.engine.warnings:
+            lines.append(f"⚠ {w}")
+        report = layout.last_report()
+        if report:
+            lines.append(
+                f"最近一次重建 {report['build_id']}：{'已启用' if report.get('swapped') else '未启用：' + report.get('gate', '')}，"
+                f"用时 {report.get('duration_s')} 秒，失败文件 {len(report.get('failures', []))} 个"
+            )
+            for f in report.get("failures", [])[:5]:
+                lines.append(f"  ✗ {f['path']}：{f['reason']}")
+        stats = await self.history.stats()
+        lines.append(f"对话记录：{stats['turns']} 条，{stats['chats']} 个会话")
+        return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""Answers from evidence: the Chinese prompt for the LLM, and the offline extractive answer.
+
+Both cite with `[docid#cid]`; both refuse, citing nothing, when the evidence does not cover the question.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from .lexical import Tokenizer
+from .records import Hit, Turn
+from .sentences import sentence_spans
+
+log = logging.getLogger(__name__)
+
+EXTRACTIVE_HEADER = "以下内容摘自知识库："
+NOT_COVERED = "抱歉，知识库中没有找到能回答这个问题的内容，我不便凭空作答。建议咨询当地农业技术推广部门或咖啡专业合作社。"
+
+SYSTEM_PROMPT = """你是云南小粒咖啡种植顾问，为咖啡农解答生产问题。请严格遵守：
+1. 只根据下面提供的【资料】回答，不要使用资料以外的知识，不要编造数字、药名或浓度。
+2. 每个关键事实（做法、时间、用量、浓度、指标）后面紧跟出处标注，格式为 [文档号#段号]，例如 [e76faa05#3]；只能使用资料中给出的编号，可以连续标注多个，如 [e76faa05#3][9c1d22ab#0]。
+3. 如果资料不能回答这个问题，直接说明“知识库中没有相关内容”，不要标注任何出处。
+4. 回答要简短实用、适合在手机上阅读：先给结论，再分条说明做法，约{chars}字以内（除非提问者要求详细说明）。
+5. 资料中有农药标签、安全间隔期、防护等安全提示时，必须保留。
+6. 用通俗的中文回答，数字和单位照抄资料。"""
+
+
+def _evidence_block(hits: Sequence[Hit]) -> str:
+    parts = []
+    for hit in hits:
+        c = hit.chunk
+        where = f"{c.title} › {c.section}" if c.section and c.section != c.title else c.title
+        parts.append(f"[{c.id}]（{where}）\n{c.text}")
+    return "\n\n".join(parts)
+
+
+def build_messages(question: str, rewritten: str, hits: Sequence[Hit], history: Sequence[Turn], answer_chars: int = 300) -> list[dict[str, str]]:
+    """System prompt, the injected history (IHI), then the evidence and the question."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT.format(chars=answer_chars)}]
+    messages += [{"role": t.role, "content": t.content} for t in history]
+    question_line = question if rewritten == question else f"{question}\n（结合上文，这个问题指的是：{rewritten}）"
+    messages.append({"role": "user", "content": f"【资料】\n{_evidence_block(hits)}\n\n【问题】\n{question_line}"})
+    return messages
+
+
+REWRITE_PROMPT = """把用户的最后一个问题改写成一个不依赖上下文、意思完整的问题（补全省略的对象，如品种、病虫害名称、做法），只输出改写后的问题本身。
+
+对话：
+{history}
+最后的问题：{question}"""
+
+
+def build_rewrite_messages(question: str, history: Sequence[Turn]) -> list[dict[str, str]]:
+    lines = "\n".join(f"{'用户' if t.role == 'user' else '顾问'}：{t.content[:300]}" for t in history)
+    return [{"role": "user", "content": REWRITE_PROMPT.format(history=lines, question=question)}]
+
+
+# ---- the extractive answer -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    hit_rank: int
+    start: int  # offset in the chunk, for document order
+    text: str
+    score: float
+
+
+def _bigrams(text: str) -> set[str]:
+    chars = [c for c in text if not c.isspace()]
+    return {a + b for a, b in zip(chars, chars[1:])}
+
+
+def _similar(a: str, b: str) -> bool:
+    x, y = _bigrams(a), _bigrams(b)
+    return bool(x and y) and len(x & y) / min(len(x), len(y)) > 0.6
+
+
+def _is_heading(sentence: str, section: str) -> bool:
+    s = sentence.strip()
+    return bool(s) and s[-1] not in "。！？；：!?;:" and len(s) <= 40 and s in section
+
+
+def query_terms(question: str, tokenizer: Tokenizer) -> dict[str, float]:
+    """Query features with weights: domain words weigh by length, CJK bigrams lightly."""
+    terms: dict[str, float] = {}
+    for w in tokenizer.words(question):
+        terms[w] = max(terms.get(w, 0.0), min(len(w), 4) * (1.5 if w in tokenizer.lexicon else 1.0))
+    for word, targets in tokenizer.synonyms.items():
+        if word in question:
+            for t in targets:
+                for w in tokenizer.words(t):
+                    terms.setdefault(w, 0.8 * min(len(w), 4))
+    return terms
+
+
+def score_sentence(sentence: str, terms: dict[str, float]) -> float:
+    return sum(w for t, w in terms.items() if t in sentence)
+
+
+def extractive_answer(
+    question: str,
+    hits: Sequence[Hit],
+    tokenizer: Tokenizer,
+    budget: int = 300,
+    max_sources: int = 3,
+    second_source_ratio: float = 0.7,
+) -> tuple[str, list[str]]:
+    """The most relevant sentences of the top evidence, each group followed by its citation, without repeats and
+    within about `budget` characters. Returns (text, cited ids)."""
+    terms = query_terms(question, tokenizer)
+    candidates: list[_Sentence] = []
+    for rank, hit in enumerate(hits):
+        text = hit.chunk.text
+        prior = 1.0 / (1.0 + 0.25 * rank)
+        for s, e in sentence_spans(text):
+            sent = text[s:e].strip()
+            if len(sent) < 4 or _is_heading(sent, hit.chunk.section):
+                continue
+            score = score_sentence(sent, terms) * prior
+            if score > 0:
+                candidates.append(_Sentence(rank, s, sent, score))
+    if not candidates:
+        return "", []
+    best = max(c.score for c in candidates)
+    candidates.sort(key=lambda c: c.score, reverse=True)
+    # Cite few passages: the best one, and another only when its best sentence is nearly as relevant.
+    source_best: dict[int, float] = {}
+    for c in candidates:
+        source_best.setdefault(c.hit_rank, c.score)
+    allowed = [r for r, sc in source_best.items() if sc >= second_source_ratio * best][:max_sources]
+    candidates = [c for c in candidates if c.hit_rank in allowed]
+    chosen: list[_Sentence] = []
+    used = 0
+    sources: list[int] = []
+    for c in candidates:
+        if c.score < 0.45 * best or used >= budget:
+            break
+        if c.hit_rank not in sources and len(sources) >= max_sources:
+            continue
+        if any(_similar(c.text, o.text) for o in chosen):
+            continue
+        if used and used + len(c.text) > budget * 1.3:
+            continue
+        chosen.append(c)
+        used += len(c.text)
+        if c.hit_rank not in sources:
+            sources.append(c.hit_rank)
+    lines = []
+    for rank in sources:
+        group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)
+        body = "".join(_end_sentence(c.text) for c in group)
+        lines.append(f"{body}[{hits[rank].chunk.id}]")
+    bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
+    return f"{EXTRACTIVE_HEADER}\n{bullets}", [hits[r].chunk.id for r in sources]
+
+
+def _end_sentence(text: str) -> str:
+    text = re.sub(r"^\s*(?:[-*•]|\d+[.、）)]|（\d+）|答：)\s*", "", text.strip())
+    return text if text[-1:] in "。！？；!?;" else text + "。"

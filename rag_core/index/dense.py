@@ -1,0 +1,53 @@
+"""The dense channel's store: our own vectors in a chromadb PersistentClient (never its default embedding
+function, which would download a model), telemetry off."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+COLLECTION = "chunks"
+
+
+def _client(path: Path):
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False))
+
+
+class DenseStore:
+    """Vectors keyed by the chunk's position in the build; cosine space."""
+
+    def __init__(self, path: Path, create: bool = False):
+        self.path = path
+        self._client = _client(path)
+        if create:
+            self._col = self._client.create_collection(COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine"})
+        else:
+            self._col = self._client.get_collection(COLLECTION, embedding_function=None)
+
+    def add(self, vectors: np.ndarray, metadatas: Sequence[dict], documents: Sequence[str], batch: int = 2000) -> None:
+        for i in range(0, len(documents), batch):
+            self._col.add(
+                ids=[str(j) for j in range(i, min(i + batch, len(documents)))],
+                embeddings=np.asarray(vectors[i : i + batch], dtype=np.float32),
+                metadatas=list(metadatas[i : i + batch]),
+                documents=list(documents[i : i + batch]),
+            )
+
+    def count(self) -> int:
+        return self._col.count()
+
+    def top(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(chunk position, cosine similarity) best first."""
+        n = self.count()
+        if n == 0:
+            return []
+        res = self._col.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["distances"])
+        return [(int(i), 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]

@@ -1,0 +1,123 @@
+"""Chinese tokenisation for BM25: jieba with the domain lexicon, stopwords, and synonyms for growers' words.
+
+Tokenisation stays outside the scorer. Each `Tokenizer` owns a private jieba instance whose cache lives in the
+project's data directory, not the system temp dir.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from functools import cached_property
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_KEEP = re.compile(r"[\w°²³%.]+")  # a token worth indexing has a letter, digit or CJK character
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+RESOURCES = Path(__file__).parent / "resources"
+
+
+def resource_path(name: str) -> Path:
+    return RESOURCES / name
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.exists():
+        log.warning("resource missing: %s", path)
+        return []
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+
+
+class Tokenizer:
+    """jieba search-mode segmentation + the domain lexicon; features are words, optionally with CJK bigrams."""
+
+    def __init__(self, cache_dir: Path | None = None, bigrams: bool = True, resources_dir: Path | None = None):
+        self.cache_dir = cache_dir
+        self.bigrams = bigrams
+        self._res = resources_dir or resource_path("")
+        self._lock = threading.Lock()
+
+    @cached_property
+    def lexicon(self) -> list[str]:
+        return [line.split()[0] for line in _read_lines(self._res / "lexicon.txt")]
+
+    @cached_property
+    def stopwords(self) -> frozenset[str]:
+        return frozenset(_read_lines(self._res / "stopwords.txt"))
+
+    @cached_property
+    def synonyms(self) -> dict[str, list[str]]:
+        table: dict[str, list[str]] = {}
+        for line in _read_lines(self._res / "synonyms.tsv"):
+            if "\t" not in line:
+                continue
+            word, targets = line.split("\t", 1)
+            table.setdefault(word.strip(), []).extend(t.strip() for t in targets.split("|") if t.strip())
+        return table
+
+    @cached_property
+    def _jieba(self):
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        tok = jieba.Tokenizer()
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tok.tmp_dir = str(self.cache_dir)
+            tok.cache_file = str(self.cache_dir / "jieba.cache")
+        tok.initialize()
+        lexicon = self._res / "lexicon.txt"
+        if lexicon.exists():
+            tok.load_userdict(str(lexicon))
+        return tok
+
+    def words(self, text: str) -> list[str]:
+        """Segmented words (search mode: long domain words and their parts), lower-cased, stopwords removed."""
+        with self._lock:  # jieba's lazy structures are not thread-safe
+            pieces = list(self._jieba.cut_for_search(text.lower()))
+        return [w for w in (p.strip() for p in pieces) if w and _KEEP.search(w) and w not in self.stopwords]
+
+    def tokens(self, text: str) -> list[str]:
+        """The BM25 features of a passage."""
+        tokens = self.words(text)
+        if self.bigrams:
+            tokens.extend(_cjk_bigrams(text))
+        return tokens
+
+    def query_tokens(self, text: str) -> list[str]:
+        """The BM25 features of a question, with the canonical terms of growers' words appended."""
+        tokens = self.tokens(text)
+        extra: list[str] = []
+        for word, targets in self.synonyms.items():
+            if word in text:
+                for target in targets:
+                    extra.extend(self.tokens(target))
+        return tokens + extra
+
+    def expand(self, text: str) -> str:
+        """The question with canonical terms for growers' words appended (for the dense channel and reranker)."""
+        extra = [t for word, targets in self.synonyms.items() if word in text for t in targets if t not in text]
+        return text + (" " + " ".join(dict.fromkeys(extra)) if extra else "")
+
+    def entities(self, text: str) -> list[str]:
+        """Domain terms from the lexicon that occur in the text, longest first, no term inside another found one."""
+        found = sorted({t for t in self.lexicon if len(t) > 1 and t in text}, key=len, reverse=True)
+        kept: list[str] = []
+        for term in found:
+            if not any(term in longer for longer in kept):
+                kept.append(term)
+        return kept
+
+
+def _cjk_bigrams(text: str) -> list[str]:
+    out: list[str] = []
+    for run in re.findall(r"[\u4e00-\u9fff]+", text):
+        out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))

@@ -1,0 +1,160 @@
+"""answer(question, history) → Answer: HAR → retrieval → coverage check → LLM or extractive generation → citation
+validation, with per-stage timings. The `Engine` holds the loaded models and follows index swaps."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+from .citations import backfill, validate_citations
+from .config import Config
+from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer
+from .history import inject_history, rewrite_query
+from .index.layout import Layout
+from .index.store import IndexReader, open_current
+from .lexical import Tokenizer
+from .llm import ChatModel, LLMError
+from .models import Embedder, Reranker
+from .records import Answer, Hit, Retrieval, Turn
+from .relevance import assess
+from .retrieve import Channels, Retriever
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-call switches, used by the CLI flags and the evaluation's ablations."""
+
+    channels: Channels = Channels()
+    har: bool = True
+    ihi: bool = True
+    llm: bool = True
+    refuse: bool = True
+
+
+@dataclass
+class Engine:
+    cfg: Config
+    tokenizer: Tokenizer
+    embedder: Embedder | None
+    reranker: Reranker | None
+    chat: ChatModel | None = None
+    warnings: tuple[str, ...] = ()
+    _retriever: Retriever | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def retriever(self) -> Retriever:
+        """The retriever over the current build; reloaded when a new build has been swapped in."""
+        current = Layout(self.cfg.data_dir).current_id()
+        with self._lock:
+            if self._retriever is None or (current and self._retriever.index.build_id != current):
+                index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine)
+                self._retriever = Retriever(index, self.tokenizer, self.embedder, self.reranker, self.cfg.retrieval, self.warnings)
+                log.info("serving index build %s (%d chunks)", index.build_id, len(index.chunks))
+            return self._retriever
+
+    @property
+    def index(self) -> IndexReader:
+        return self.retriever.index
+
+    def _llm_rewrite(self) -> Callable[[str, Sequence[Turn]], str | None] | None:
+        if self.chat is None or not self.cfg.history.har_llm:
+            return None
+        return lambda q, turns: self.chat.complete(build_rewrite_messages(q, turns))
+
+    def rewrite(self, question: str, history: Sequence[Turn], options: Options = Options()) -> str:
+        if not options.har:
+            return question
+        rewrite_llm = self._llm_rewrite() if options.llm else None
+        return rewrite_query(question, history, self.tokenizer, self.cfg.history.har_turns, rewrite_llm)
+
+    def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
+        t = time.perf_counter()
+        rewritten = self.rewrite(question, history, options)
+        rewrite_ms = (time.perf_counter() - t) * 1000
+        result = self.retriever.search(question, rewritten, options.channels)
+        timings = {"rewrite": rewrite_ms, **result.timings_ms}
+        timings["total"] = sum(timings.values())
+        return replace(result, timings_ms=timings)
+
+    def answer(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        options: Options = Options(),
+        on_delta: Callable[[str], None] | None = None,
+    ) -> Answer:
+        started = time.perf_counter()
+        retrieval = self.search(question, history, options)
+        timings = dict(retrieval.timings_ms)
+        warnings = list(retrieval.warnings)
+        hits = retrieval.evidence
+        t = time.perf_counter()
+        coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text)
+        covered = bool(hits) and (coverage.covered or not options.refuse)
+        if not covered:
+            text, mode, cited = NOT_COVERED, "extractive", []
+        else:
+            text, mode, cited = None, "extractive", []
+            if self.chat is not None and options.llm:
+                try:
+                    text, cited = self._generate(question, retrieval.rewritten_query, hits, history, options, on_delta)
+                    mode, covered = "llm", text != NOT_COVERED
+                except LLMError as exc:
+                    log.warning("LLM failed (%s), answering extractively: %s", exc.kind, exc)
+                    warnings.append(f"LLM unavailable ({exc.kind}): extractive answer")
+            if text is None:
+                text, cited = extractive_answer(retrieval.rewritten_query, hits, self.tokenizer, self.cfg.llm.answer_chars)
+                if not cited:
+                    text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
+        timings["generate"] = (time.perf_counter() - t) * 1000
+        timings["total"] = (time.perf_counter() - started) * 1000
+        by_id = {h.chunk.id: h.chunk for h in hits}
+        return Answer(
+            query=question,
+            rewritten_query=retrieval.rewritten_query,
+            text=text,
+            mode=mode,
+            citations=tuple(by_id[c] for c in cited),
+            evidence=hits,
+            timings_ms=timings,
+            warnings=tuple(warnings),
+            covered=covered,
+        )
+
+    def _generate(self, question, rewritten, hits: Sequence[Hit], history, options: Options, on_delta) -> tuple[str, list[str]]:
+        injected = inject_history(history, self.cfg.history.ihi_turns, self.cfg.history.ihi_chars) if options.ihi else []
+        messages = build_messages(question, rewritten, hits, injected, self.cfg.llm.answer_chars)
+        raw = self.chat.complete(messages, on_delta=on_delta)
+        checked = validate_citations(raw, [h.chunk.id for h in hits])
+        if _is_refusal(checked.text):
+            return NOT_COVERED if not checked.cited else checked.text, list(checked.cited)
+        if not checked.cited:
+            top = [h.chunk.id for h in hits[:2]]
+            return backfill(checked.text, top), top
+        return checked.text, list(checked.cited)
+
+
+def _is_refusal(text: str) -> bool:
+    return any(p in text[:80] for p in ("知识库中没有相关内容", "没有相关内容", "无法回答", "资料中没有"))
+
+
+def make_tokenizer(cfg: Config) -> Tokenizer:
+    return Tokenizer(cache_dir=Layout(cfg.data_dir).jieba_cache)
+
+
+def load_engine(cfg: Config, api_key: str | None = None, with_reranker: bool = True, chat: ChatModel | None = None) -> Engine:
+    """Models from config (with loud fallbacks), the tokenizer, and the LLM when a key is configured."""
+    from .models import load_models
+
+    loaded = load_models(cfg.models, with_reranker=with_reranker)
+    warnings = list(loaded.warnings)
+    if chat is None and api_key:
+        from .llm import OpenAIChatModel
+
+        chat = OpenAIChatModel(cfg.llm, api_key)
+    return Engine(cfg, make_tokenizer(cfg), loaded.embedder, loaded.reranker, chat, tuple(warnings))

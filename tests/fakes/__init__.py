@@ -1,0 +1,5 @@
+"""Test doubles shared by the test suite: fakes over mocks (see STYLE.md)."""
+from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, answer, cut_stream, http_error, stalled_stream
+
+__all__ = ["FakeOpenAIServer", "Reply", "ScriptedChatModel", "answer", "cut_stream", "http_error", "stalled_stream"]
