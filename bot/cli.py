@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("eval", help="evaluate systems on a gold set")
     s.add_argument("--gold", required=True)
-    s.add_argument("--systems", default="full,b1,b2a,b2b,b3,b4,b5,simple,sliding")
+    s.add_argument("--systems", default="full,b1,b2a,b2b,b3,b4,b5,simple,semantic,sliding")
     s.add_argument("--runs", type=int, default=1)
     s.add_argument("--out", default="eval-out")
     s.add_argument("--json", action="store_true")

@@ -111,8 +111,9 @@ def semantic_chunks(doc: Document, cfg: ChunkingConfig, embedder: SentenceEmbedd
     """Merge adjacent sentences while they stay on topic (cosine ≥ τ) and within L_min/L_max.
 
     A sentence longer than L_hard is first cut at clause punctuation. Headings and FAQ questions ("问：") open a
-    new chunk once the current one has L_min/2 characters (tiny sections merge instead of standing alone); an
-    answer ("答：") stays with its question. Without an embedder, cuts fall on length and structure only.
+    new chunk once the current one has L_min/4 characters (stubs merge instead of standing alone), and a
+    similarity cut never leaves less than L_min/2 before the next heading; an answer ("答：") stays with its
+    question. Without an embedder, cuts fall on length and structure only.
     """
     sents = _sentences(doc, cfg.l_hard)
     if not sents:
@@ -121,7 +122,14 @@ def semantic_chunks(doc: Document, cfg: ChunkingConfig, embedder: SentenceEmbedd
     is_heading = [any(s <= h < e for h in heading_starts) for s, e in sents]
     opens = [is_heading[i] or _QUESTION.match(doc.text, s) is not None for i, (s, _) in enumerate(sents)]
     answer = [_ANSWER.match(doc.text, s) is not None for s, _ in sents]
-    min_unit = cfg.l_min // 2
+    min_unit = cfg.l_min // 4
+    # characters from each sentence to the next opener: a similarity cut never leaves a stub before a heading
+    to_opener = [0] * len(sents)
+    nxt = sents[-1][1]
+    for i in range(len(sents) - 1, -1, -1):
+        if opens[i]:
+            nxt = sents[i][0]
+        to_opener[i] = nxt - sents[i][0] if nxt > sents[i][0] else sents[-1][1] - sents[i][0]
     sims = None
     if embedder is not None and len(sents) > 1:
         vectors = np.asarray(embedder.embed([doc.text[s:e].strip() for s, e in sents]), dtype=np.float32)
@@ -141,7 +149,7 @@ def semantic_chunks(doc: Document, cfg: ChunkingConfig, embedder: SentenceEmbedd
             cut = False  # an answer stays with its question
         elif opens[i]:
             cut = not only_headings and length >= min_unit
-        elif length >= cfg.l_min and sims is not None and sims[i - 1] < cfg.tau:
+        elif length >= cfg.l_min and sims is not None and sims[i - 1] < cfg.tau and to_opener[i] >= min_unit * 2:
             cut = True
         else:
             cut = False

@@ -1,0 +1,105 @@
+"""The systems of the paper's Table 4 (one component changed at a time) and Table 5 (chunking), and how to make
+their engines. A system whose model cannot be had here is skipped with the reason, never faked."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config, with_overrides
+from ..index.build import build_index
+from ..index.layout import Layout
+from ..models import Embedder, Reranker, bundled_embedder, load_embedder, load_reranker, resolve_model_path
+from ..pipeline import Engine, Options, make_tokenizer
+from ..retrieve import Channels
+
+log = logging.getLogger(__name__)
+
+LIGHT_RERANKER = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1"  # B4: a lighter multilingual cross-encoder
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    label: str
+    options: Options = Options()
+    embedder: str = "configured"  # "configured" | "fallback"
+    reranker: str = "configured"  # "configured" | "light" | "none"
+    chunking: str = "configured"  # "configured" | "semantic" | "sliding"
+
+
+SYSTEMS: dict[str, System] = {
+    s.name: s
+    for s in (
+        System("full", "Full system (hybrid + RRF + rerank + HAR/IHI)"),
+        System("b1", "B1: no reranker", Options(channels=Channels(rerank=False)), reranker="none"),
+        System("b2a", "B2a: dense only", Options(channels=Channels(bm25=False))),
+        System("b2b", "B2b: BM25 only", Options(channels=Channels(dense=False))),
+        System("b3", "B3: embedder fallback", embedder="fallback"),
+        System("b4", "B4: lighter reranker", reranker="light"),
+        System("b5", "B5: no HAR/IHI", Options(har=False, ihi=False)),
+        System("simple", "Simple RAG (dense-only + generation)",
+               Options(channels=Channels(bm25=False, rerank=False), har=False, ihi=False), reranker="none"),
+        System("semantic", "Chunking: semantic", chunking="semantic"),
+        System("sliding", "Chunking: sliding window", chunking="sliding"),
+    )
+}
+
+
+class Skip(Exception):
+    """This system cannot run here; the message says why."""
+
+
+class EngineFactory:
+    """Builds (once) the index each system needs under `work_dir`, and the engines over them."""
+
+    def __init__(self, cfg: Config, work_dir: Path, chat=None):
+        self.cfg = cfg
+        self.work_dir = work_dir
+        self.chat = chat
+        self._embedders: dict[str, tuple[Embedder, list[str]]] = {}
+        self._rerankers: dict[str, tuple[Reranker | None, list[str]]] = {}
+        self._indexes: dict[tuple[str, str], Config] = {}
+
+    def embedder(self, which: str) -> tuple[Embedder, list[str]]:
+        if which not in self._embedders:
+            if which == "fallback":
+                self._embedders[which] = (bundled_embedder(), [])
+            else:
+                emb, warnings = load_embedder(self.cfg.models)
+                self._embedders[which] = (emb, warnings)
+        return self._embedders[which]
+
+    def reranker(self, which: str) -> tuple[Reranker | None, list[str]]:
+        if which == "none":
+            return None, []
+        if which not in self._rerankers:
+            if which == "light":
+                if resolve_model_path(LIGHT_RERANKER) is None:
+                    raise Skip(f"lighter reranker {LIGHT_RERANKER} is not available locally")
+                models = dataclasses.replace(self.cfg.models, reranker=LIGHT_RERANKER)
+            else:
+                models = self.cfg.models
+            self._rerankers[which] = load_reranker(models)
+        return self._rerankers[which]
+
+    def index_config(self, embedder: Embedder, chunking: str) -> Config:
+        method = self.cfg.chunking.method if chunking == "configured" else chunking
+        key = (embedder.name, method)
+        if key not in self._indexes:
+            data_dir = self.work_dir / f"index-{method}-{embedder.name.replace('/', '_')}"
+            cfg = with_overrides(self.cfg, chunking={"method": method}, paths={"data_dir": str(data_dir)})
+            # reuse the project's embedding cache so the eval builds cost little
+            if Layout(data_dir).current_id() is None:
+                log.info("building the %s index with %s for evaluation", method, embedder.name)
+                build_index(cfg, embedder, make_tokenizer(cfg))
+            self._indexes[key] = cfg
+        return self._indexes[key]
+
+    def engine(self, system: System) -> tuple[Engine, list[str]]:
+        embedder, warnings = self.embedder(system.embedder)
+        reranker, more = self.reranker(system.reranker)
+        cfg = self.index_config(embedder, system.chunking)
+        engine = Engine(cfg, make_tokenizer(cfg), embedder, reranker, self.chat, tuple(warnings + more))
+        return engine, warnings + more

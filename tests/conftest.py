@@ -1,0 +1,53 @@
+"""Shared fixtures: the sample knowledge base indexed once per session with the weight-free embedder."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+for _proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+    os.environ.pop(_proxy, None)  # loopback fakes must never be reached through a proxy
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+from rag_core.config import Config, ModelsConfig, PathsConfig  # noqa: E402
+from rag_core.index.build import build_index  # noqa: E402
+from rag_core.models import HashingEmbedder  # noqa: E402
+from rag_core.pipeline import Engine, make_tokenizer  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+KB = REPO / "kb"
+SHARED_EVAL = REPO.parent / "shared" / "eval"
+
+
+def offline_config(data_dir: Path, kb_dir: Path = KB, **sections) -> Config:
+    """A config on the given folders with the weight-free embedder and no cross-encoder."""
+    cfg = Config(
+        paths=PathsConfig(kb_dir=str(kb_dir), data_dir=str(data_dir)),
+        models=ModelsConfig(embedder="hashing", reranker=""),
+        root=REPO,
+    )
+    changed = {name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in sections.items()}
+    return dataclasses.replace(cfg, **changed)
+
+
+def engine_for(cfg: Config, chat=None) -> Engine:
+    return Engine(cfg, make_tokenizer(cfg), HashingEmbedder(), None, chat)
+
+
+@pytest.fixture(scope="session")
+def sample_cfg(tmp_path_factory) -> Config:
+    """The sample KB, indexed once for the whole session (about 10 s)."""
+    cfg = offline_config(tmp_path_factory.mktemp("sample-index"))
+    build_index(cfg, HashingEmbedder(), make_tokenizer(cfg))
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def sample_engine(sample_cfg) -> Engine:
+    """An offline engine over the sample KB (extractive answers). Do not swap its index: copy the config instead."""
+    return engine_for(sample_cfg)
