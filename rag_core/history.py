@@ -15,20 +15,19 @@ _ANAPHORA = re.compile(
     r"它|它们|这个|那个|这种|那种|这些|那些|这样|那样|这病|这虫|这药|该病|该虫|此病|此虫|上面|刚才|前面|同样|还有呢|其他的呢"
     r"|^那|^那么|^还|^再|^要是|^如果|^用啥|^拿啥|^啥时候|^什么时候|^多久|^多少|^几"
 )
-ELLIPTICAL_CHARS = 10
 
 
 def needs_rewrite(question: str, tokenizer: Tokenizer) -> bool:
-    """A follow-up that cannot stand alone: a pronoun or demonstrative, a very short question, or no domain term."""
+    """A follow-up that cannot stand alone: a pronoun, demonstrative or elliptical opening, or no domain term."""
     q = question.strip()
-    return bool(_ANAPHORA.search(q)) or len(q) <= ELLIPTICAL_CHARS or not tokenizer.entities(q)
+    return bool(_ANAPHORA.search(q)) or not tokenizer.entities(q)
 
 
 def _topic_terms(text: str, tokenizer: Tokenizer, limit: int) -> list[str]:
     """Lexicon entities first; without any, the longest content words."""
     terms = tokenizer.entities(text)
     if not terms:
-        words = sorted({w for w in tokenizer.words(text) if len(w) >= 2}, key=len, reverse=True)
+        words = sorted({w for w in tokenizer.words(text) if len(w) >= 2}, key=lambda w: (-len(w), text.find(w), w))
         terms = words
     return terms[:limit]
 

@@ -104,7 +104,7 @@ class Tokenizer:
 
     def entities(self, text: str) -> list[str]:
         """Domain terms from the lexicon that occur in the text, longest first, no term inside another found one."""
-        found = sorted({t for t in self.lexicon if len(t) > 1 and t in text}, key=len, reverse=True)
+        found = sorted({t for t in self.lexicon if len(t) > 1 and t in text}, key=lambda t: (-len(t), text.index(t), t))
         kept: list[str] = []
         for term in found:
             if not any(term in longer for longer in kept):

@@ -1,0 +1,200 @@
+"""The domain language resources in rag_core/resources: lexicon, stopwords, synonyms.
+
+Every lexicon term and every synonym target must occur in the sample knowledge base (kb/), the lexicon must be a
+valid jieba user dictionary that actually changes segmentation, and the three files must not contradict each other
+(a stopword that is a lexicon term or an expansion target would silently undo it).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RES = ROOT / "rag_core" / "resources"
+KB = ROOT / "kb"
+
+# jieba's own user-dictionary line pattern (jieba/__init__.py: re_userdict), tightened: the frequency and the tag
+# are required here, the tag is what jieba accepts ([a-z]+).
+LEXICON_LINE = re.compile(r"^(?P<word>\S+) (?P<freq>[0-9]+) (?P<tag>[a-z]+)$")
+MAX_TARGETS = 3
+
+
+def _data_lines(path: Path) -> list[str]:
+    """Non-blank lines that are not comments (the reading rule of rag_core.lexical for stopwords and synonyms)."""
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def _flatten(text: str) -> str:
+    """What a term must be found in: NFKC, PDF hyphenation joined, all whitespace gone, lower case."""
+    text = unicodedata.normalize("NFKC", text)
+    text = re.sub(r"-\n", "", text)
+    return re.sub(r"\s+", "", text).lower()
+
+
+def _read_kb_file(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        from pypdf import PdfReader
+
+        return "\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
+    if suffix == ".docx":
+        import docx
+
+        document = docx.Document(str(path))
+        parts = [p.text for p in document.paragraphs]
+        for table in document.tables:
+            for row in table.rows:
+                parts.append(" ".join(cell.text for cell in row.cells))
+        return "\n".join(parts)
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def kb_text() -> str:
+    files = sorted(p for p in KB.iterdir() if p.suffix.lower() in {".md", ".txt", ".pdf", ".docx"})
+    assert files, f"no knowledge-base files under {KB}"
+    if any(p.suffix.lower() in {".pdf", ".docx"} for p in files):
+        pytest.importorskip("pypdf")
+        pytest.importorskip("docx")
+    return "\u0000".join(_flatten(_read_kb_file(p)) for p in files)
+
+
+@pytest.fixture(scope="module")
+def lexicon() -> list[tuple[str, int, str]]:
+    entries = []
+    for lineno, line in enumerate((RES / "lexicon.txt").read_text(encoding="utf-8").splitlines(), 1):
+        m = LEXICON_LINE.match(line)
+        assert m, f"lexicon.txt:{lineno}: not 'word freq tag' (no comments or blank lines: jieba reads every line): {line!r}"
+        entries.append((m["word"], int(m["freq"]), m["tag"]))
+    return entries
+
+
+@pytest.fixture(scope="module")
+def stopwords() -> list[str]:
+    return _data_lines(RES / "stopwords.txt")
+
+
+@pytest.fixture(scope="module")
+def synonyms() -> list[tuple[str, list[str]]]:
+    table = []
+    for line in _data_lines(RES / "synonyms.tsv"):
+        fields = line.split("\t")
+        assert len(fields) == 2, f"synonyms.tsv: not 'colloquial<TAB>canonical|canonical': {line!r}"
+        key, targets = fields[0].strip(), [t.strip() for t in fields[1].split("|")]
+        assert key and all(targets), f"synonyms.tsv: empty key or target: {line!r}"
+        table.append((key, targets))
+    return table
+
+
+@pytest.fixture(scope="module")
+def jieba_pair(tmp_path_factory):
+    """(plain, with_lexicon): two fresh jieba tokenizers whose cache lives in a pytest temp dir, not /tmp."""
+    import jieba
+
+    cache = tmp_path_factory.mktemp("jieba")
+
+    def fresh():
+        tok = jieba.Tokenizer()
+        tok.tmp_dir = str(cache)
+        tok.cache_file = str(cache / "jieba.cache")
+        tok.initialize()
+        return tok
+
+    plain, loaded = fresh(), fresh()
+    loaded.load_userdict(str(RES / "lexicon.txt"))
+    return plain, loaded
+
+
+# -- lexicon ---------------------------------------------------------------------------------------------------
+
+
+def test_lexicon_is_large_parseable_and_unique(lexicon):
+    words = [w for w, _, _ in lexicon]
+    assert len(words) >= 150
+    dupes = sorted({w for w in words if words.count(w) > 1})
+    assert not dupes, f"listed twice: {dupes}"
+    for word, freq, _tag in lexicon:
+        assert freq >= 1000, f"{word}: frequency {freq} too low to keep the term whole"
+        assert len(word) >= 2, f"{word}: single characters are not domain terms"
+        assert word == word.lower(), f"{word}: rag_core.lexical lower-cases text before segmenting"
+
+
+def test_every_lexicon_term_occurs_in_the_knowledge_base(lexicon, kb_text):
+    missing = [w for w, _, _ in lexicon if w.lower() not in kb_text]
+    assert not missing, f"not in kb/: {missing}"
+
+
+def test_lexicon_changes_segmentation_of_domain_terms(jieba_pair):
+    plain, loaded = jieba_pair
+    for term in ["卡蒂姆", "咖啡果小蠹", "荫蔽树", "咖啡灭字脊虎天牛", "火柴头期", "截干更新"]:
+        assert plain.lcut(term) != [term], f"jieba already keeps {term} whole: pick another probe"
+        assert loaded.lcut(term) == [term]
+    assert loaded.lcut("卡蒂姆栽下去几年能见果")[0] == "卡蒂姆"
+    assert "咖啡果小蠹" in loaded.lcut("咖啡果小蠹平时怎么防")
+
+
+def test_every_lexicon_term_is_kept_whole(lexicon, jieba_pair):
+    _, loaded = jieba_pair
+    split = [w for w, _, _ in lexicon if loaded.lcut(w, HMM=False) != [w]]
+    assert not split, f"split even with the lexicon loaded (frequency too low?): {split}"
+
+
+def test_search_mode_keeps_the_parts_of_long_names(jieba_pair):
+    """rag_core.lexical segments in search mode: a long name must also yield its head term."""
+    _, loaded = jieba_pair
+    assert {"咖啡", "锈病", "咖啡锈病"} <= set(loaded.lcut_for_search("咖啡锈病"))
+    assert {"天牛", "咖啡旋皮天牛"} <= set(loaded.lcut_for_search("咖啡旋皮天牛"))
+
+
+# -- stopwords -------------------------------------------------------------------------------------------------
+
+
+def test_stopwords_are_function_words_only(stopwords, lexicon):
+    assert len(stopwords) >= 100
+    dupes = sorted({w for w in stopwords if stopwords.count(w) > 1})
+    assert not dupes, f"listed twice: {dupes}"
+    lexicon_words = {w for w, _, _ in lexicon}
+    clash = sorted(set(stopwords) & lexicon_words)
+    assert not clash, f"stopwords that are lexicon terms: {clash}"
+    # Words that look like question words or fillers but carry meaning for growers must stay searchable.
+    for keep in ["地", "时间", "时候", "原因", "多久", "几月", "不宜", "不应", "下", "上", "月", "年", "天"]:
+        assert keep not in stopwords, f"{keep} carries meaning here and must not be a stopword"
+
+
+# -- synonyms --------------------------------------------------------------------------------------------------
+
+
+def test_synonyms_parse_and_are_well_formed(synonyms):
+    assert len(synonyms) >= 150
+    keys = [k for k, _ in synonyms]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    assert not dupes, f"keys listed twice: {dupes}"
+    for key, targets in synonyms:
+        assert len(targets) <= MAX_TARGETS, f"{key}: more than {MAX_TARGETS} targets dilute the query"
+        assert len(set(targets)) == len(targets), f"{key}: repeated target"
+        for t in targets:
+            assert t not in key, f"{key} -> {t}: the question already contains it; it would only double its weight"
+
+
+def test_every_synonym_target_occurs_in_the_knowledge_base(synonyms, kb_text):
+    missing = [(k, t) for k, targets in synonyms for t in targets if t.lower() not in kb_text]
+    assert not missing, f"targets not in kb/: {missing}"
+
+
+def test_no_synonym_target_is_a_stopword(synonyms, stopwords):
+    stop = set(stopwords)
+    bad = [(k, t) for k, targets in synonyms for t in targets if t in stop]
+    assert not bad, f"targets that the stopword filter would drop again: {bad}"
+
+
+def test_synonyms_bridge_growers_words(synonyms):
+    table = dict(synonyms)
+    assert "锈病" in table["黄粉"]
+    assert "修剪" in table["剪枝"]
+    assert "施肥" in table["下肥"]
+    assert "冰雹" in table["冷子"]
+    assert "玉米" in table["包谷"]
+    assert "霜冻" in table["冻"]
