@@ -12,6 +12,7 @@ from typing import Iterable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("PTB_TIMEDELTA", "1")  # python-telegram-bot: timedeltas, not deprecated integer seconds
 
 from rag_core.config import Config, ConfigError, Secrets, load_config  # noqa: E402
 from rag_core.records import Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from .lexical import Tokenizer
 from .records import Hit, Turn
-from .sentences import sentence_spans
+from .sentences import FULL_STOP, sentence_spans
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +83,20 @@ def _is_heading(sentence: str, section: str) -> bool:
     return bool(s) and s[-1] not in "。！？；：!?;:" and len(s) <= 40 and s in section
 
 
-def query_terms(question: str, tokenizer: Tokenizer) -> dict[str, float]:
-    """Query features with weights: domain words weigh by length, CJK bigrams lightly."""
+def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_weight: float = 0.5) -> dict[str, float]:
+    """Query features with weights: domain words weigh more, longer words more, growers' words map to the KB's.
+    Terms only in `context` (what HAR carried over from earlier turns) weigh `context_weight` as much."""
+    lexicon = tokenizer.lexicon_set
     terms: dict[str, float] = {}
-    for w in tokenizer.words(question):
-        terms[w] = max(terms.get(w, 0.0), min(len(w), 4) * (1.5 if w in tokenizer.lexicon else 1.0))
-    for word, targets in tokenizer.synonyms.items():
-        if word in question:
-            for t in targets:
-                for w in tokenizer.words(t):
-                    terms.setdefault(w, 0.8 * min(len(w), 4))
+    for text, scale in ((question, 1.0), (context, context_weight)):
+        for w in tokenizer.words(text):
+            weight = scale * min(len(w), 4) * (1.5 if w in lexicon else 1.0)
+            terms[w] = max(terms.get(w, 0.0), weight)
+        for word, targets in tokenizer.synonyms.items():
+            if word in text:
+                for t in targets:
+                    for w in tokenizer.words(t):
+                        terms[w] = max(terms.get(w, 0.0), 0.8 * scale * min(len(w), 4))
     return terms
 
 
@@ -105,21 +109,26 @@ def extractive_answer(
     hits: Sequence[Hit],
     tokenizer: Tokenizer,
     budget: int = 300,
-    max_sources: int = 3,
-    second_source_ratio: float = 0.7,
+    max_sources: int = 2,
+    second_source_ratio: float = 0.8,
+    section_weight: float = 1.0,
+    context: str = "",
 ) -> tuple[str, list[str]]:
     """The most relevant sentences of the top evidence, each group followed by its citation, without repeats and
-    within about `budget` characters. Returns (text, cited ids)."""
-    terms = query_terms(question, tokenizer)
+    within about `budget` characters; `context` is the HAR-rewritten question, whose carried-over terms count
+    half. Returns (text, cited ids)."""
+    terms = query_terms(question, tokenizer, context)
     candidates: list[_Sentence] = []
     for rank, hit in enumerate(hits):
         text = hit.chunk.text
         prior = 1.0 / (1.0 + 0.25 * rank)
-        for s, e in sentence_spans(text):
+        # the nearest headings frame every sentence under them ("五、咖啡锈病的防治方法" answers "怎么防治")
+        framing = section_weight * score_sentence(" ".join(hit.chunk.section.split(" › ")[-2:]), terms)
+        for s, e in sentence_spans(text, ends=FULL_STOP):
             sent = text[s:e].strip()
             if len(sent) < 4 or _is_heading(sent, hit.chunk.section):
                 continue
-            score = score_sentence(sent, terms) * prior
+            score = (score_sentence(sent, terms) + framing) * prior
             if score > 0:
                 candidates.append(_Sentence(rank, s, sent, score))
     if not candidates:
@@ -136,7 +145,7 @@ def extractive_answer(
     used = 0
     sources: list[int] = []
     for c in candidates:
-        if c.score < 0.45 * best or used >= budget:
+        if c.score < 0.6 * best or used >= budget:
             break
         if c.hit_rank not in sources and len(sources) >= max_sources:
             continue
@@ -157,6 +166,9 @@ def extractive_answer(
     return f"{EXTRACTIVE_HEADER}\n{bullets}", [hits[r].chunk.id for r in sources]
 
 
+_LEAD = re.compile(r"^\s*(?:[-*•]|\d+(?:\.\d+)+\s|\d+[.、）)]|（\d+）|[①-⑩]|答[：:])\s*")
+
+
 def _end_sentence(text: str) -> str:
-    text = re.sub(r"^\s*(?:[-*•]|\d+[.、）)]|（\d+）|答：)\s*", "", text.strip())
+    text = _LEAD.sub("", text.strip())
     return text if text[-1:] in "。！？；!?;" else text + "。"

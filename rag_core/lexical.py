@@ -45,6 +45,10 @@ class Tokenizer:
         return [line.split()[0] for line in _read_lines(self._res / "lexicon.txt")]
 
     @cached_property
+    def lexicon_set(self) -> frozenset[str]:
+        return frozenset(self.lexicon)
+
+    @cached_property
     def stopwords(self) -> frozenset[str]:
         return frozenset(_read_lines(self._res / "stopwords.txt"))
 

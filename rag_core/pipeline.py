@@ -108,7 +108,9 @@ class Engine:
                     log.warning("LLM failed (%s), answering extractively: %s", exc.kind, exc)
                     warnings.append(f"LLM unavailable ({exc.kind}): extractive answer")
             if text is None:
-                text, cited = extractive_answer(retrieval.rewritten_query, hits, self.tokenizer, self.cfg.llm.answer_chars)
+                text, cited = extractive_answer(
+                    question, hits, self.tokenizer, self.cfg.llm.answer_chars, context=retrieval.rewritten_query
+                )
                 if not cited:
                     text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
         timings["generate"] = (time.perf_counter() - t) * 1000

@@ -86,7 +86,10 @@ class Retriever:
 
         t = time.perf_counter()
         if channels.bm25:
-            lists["bm25"] = [i for i, _ in self.index.sparse.top(self.tokenizer.query_tokens(qn), self.cfg.bm25_top)]
+            tokens = self.tokenizer.query_tokens(qn)
+            if rewritten and rewritten != query:  # HAR carried terms over: the question's own words count double
+                tokens += self.tokenizer.query_tokens(normalise_fragment(query))
+            lists["bm25"] = [i for i, _ in self.index.sparse.top(tokens, self.cfg.bm25_top)]
         timings["bm25"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 SENTENCE_END = "。！？；!?;"
+FULL_STOP = "。！？!?"  # sentences a reader would quote whole (no break at semicolons)
 CLAUSE_END = "，、,："
 
 # A cut may not fall inside these: citation-like tokens, and numbers with their units or ranges.
@@ -28,7 +29,7 @@ def safe_cut_positions(text: str) -> list[bool]:
     return safe
 
 
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+def sentence_spans(text: str, start: int = 0, end: int | None = None, ends: str = SENTENCE_END) -> list[tuple[int, int]]:
     """Split text[start:end] into sentences: after sentence-final punctuation (with closing quotes) and at line breaks.
 
     Spans cover the range without gaps; whitespace-only spans are dropped.
@@ -41,7 +42,7 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
         cut = None
         if ch == "\n":
             cut = i + 1
-        elif ch in SENTENCE_END:
+        elif ch in ends:
             cut = i + 1
             while cut < end and text[cut] in "”’\"）)】":
                 cut += 1

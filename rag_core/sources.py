@@ -28,7 +28,8 @@ class Source:
         if self.chunk is None:
             return self.error
         c = self.chunk
-        head = f"【{c.id}】{c.title}" + (f" › {c.section}" if c.section and c.section != c.title else "")
+        section = c.section.removeprefix(c.title).removeprefix(" › ") if c.section else ""
+        head = f"【{c.id}】{c.title}" + (f" › {section}" if section else "")
         return "\n".join(x for x in (head, self.note, c.text) if x)
 
 

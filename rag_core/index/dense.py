@@ -11,6 +11,9 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 COLLECTION = "chunks"
+# A wide search beam: at our sizes (10³–10⁵ chunks) it costs little, and the default (10) both misses true
+# neighbours for top-20 and makes results vary from one process to the next.
+HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 200, "hnsw:construction_ef": 200, "hnsw:M": 32}
 
 
 def _client(path: Path):
@@ -28,7 +31,7 @@ class DenseStore:
         self.path = path
         self._client = _client(path)
         if create:
-            self._col = self._client.create_collection(COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine"})
+            self._col = self._client.create_collection(COLLECTION, embedding_function=None, metadata=HNSW)
         else:
             self._col = self._client.get_collection(COLLECTION, embedding_function=None)
 
