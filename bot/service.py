@@ -17,7 +17,7 @@ from rag_core.ids import parse_id
 from rag_core.index.layout import Layout
 from rag_core.index.store import IndexUnavailable
 from rag_core.pipeline import Engine
-from rag_core.records import Answer, Chunk
+from rag_core.records import Answer, Chunk, Turn
 from rag_core.retrieve import QueryError
 from rag_core.sources import resolve_source
 
@@ -28,9 +28,13 @@ log = logging.getLogger(__name__)
 
 ReplyKind = Literal["answer", "command", "source", "notice", "error"]
 
+SOURCE_HINT = {
+    "telegram": "点“原文”按钮或发送 /source 编号",
+    "wechat": "回复“原文1”（或“原文 编号”）",
+}
 WELCOME = (
     "您好！我是云南小粒咖啡种植顾问，根据农业技术资料回答咖啡种植、病虫害、施肥、修剪、采收加工等问题，"
-    "每条要点后面都标有出处编号，点“原文”按钮或发送 /source 编号 可查看原文。\n\n"
+    "每条要点后面都标有出处编号，{source_hint}可查看原文。\n\n"
     "可以这样问：\n• 叶子背面有黄粉咋办？\n• 卡蒂姆一年施几次肥？\n• 咖啡果小蠹怎么防治？\n• 鲜果采回来多久要脱皮？\n\n"
     "命令：/help 帮助　/source 编号 查看原文　/reset 清除对话记录"
 )
@@ -40,6 +44,10 @@ INDEX_MISSING = "知识库索引正在建立或暂不可用，请稍后再试。
 EMPTY_QUESTION = "请直接输入您的问题，例如：咖啡锈病怎么防治？"
 ADMIN_ONLY = "这个命令只对管理员开放。"
 NON_TEXT = "目前只能识别文字消息，请用文字描述您的问题（例如：叶片背面有橙黄色粉末怎么办？）。"
+
+
+def welcome(channel: str) -> str:
+    return WELCOME.format(source_hint=SOURCE_HINT.get(channel, "发送 /source 编号"))
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,11 @@ class ChatService:
 
     async def ask(self, channel: str, chat_id: str, question: str) -> Reply:
         """Answer a question with this chat's history; both turns are stored before the reply goes out."""
-        history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns))
-        await self.history.add_turn(channel, chat_id, "user", question)
+        history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns) + 1)
+        if history and history[-1] == Turn("user", question):
+            history = history[:-1]  # the same question again after a crash or a platform re-delivery: stored once
+        else:
+            await self.history.add_turn(channel, chat_id, "user", question)
         try:
             async with self._slots:
                 answer = await asyncio.to_thread(self.engine.answer, question, history)
@@ -164,7 +175,7 @@ class ChatService:
         name, _, arg = text.partition(" ")
         name = name.split("@", 1)[0].lower()  # "/help@MyBot" in groups
         if name in ("/start", "/help"):
-            return plain("command", WELCOME)
+            return plain("command", welcome(msg.channel))
         if name == "/source":
             if not arg.strip():
                 return plain("notice", "用法：/source 编号，例如 /source e76faa05#3")
@@ -180,7 +191,7 @@ class ChatService:
             if self.reindex is None:
                 return plain("notice", "本实例没有启用重建索引。")
             return plain("command", await self.reindex())
-        return plain("notice", f"不认识的命令 {name}。\n\n{WELCOME}")
+        return plain("notice", f"不认识的命令 {name}。\n\n{welcome(msg.channel)}")
 
     async def status_text(self) -> str:
         layout = Layout(self.cfg.data_dir)

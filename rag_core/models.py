@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -19,6 +20,7 @@ import numpy as np
 from .config import ModelsConfig
 
 log = logging.getLogger(__name__)
+_RUN = re.compile(r"\w+")  # letters, digits, CJK: punctuation and spaces end a run
 
 
 class Embedder(Protocol):
@@ -43,12 +45,12 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 class HashingEmbedder:
-    """Character uni- and bi-grams hashed into a fixed space, sublinear TF, L2-normalised. No weights at all:
-    a lexical 'dense' channel that still handles Chinese, used when no neural model can be loaded."""
+    """Character uni- and bi-grams within word runs, hashed into a fixed space, sublinear TF, L2-normalised. No
+    weights at all: a lexical 'dense' channel that still handles Chinese (see bench/results/embedders.md)."""
 
     def __init__(self, dim: int = 4096):
         self.dim = dim
-        self.name = f"hashing-char12-{dim}"
+        self.name = f"hashing-char12w-{dim}"
 
     def _index(self, gram: str) -> int:
         return int.from_bytes(hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest(), "little") % self.dim
@@ -56,10 +58,9 @@ class HashingEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            chars = [c for c in text.lower() if not c.isspace()]
-            grams = chars + [a + b for a, b in zip(chars, chars[1:])]
-            for gram in grams:
-                out[row, self._index(gram)] += 1.0
+            for run in _RUN.findall(text.lower()):  # grams never span punctuation or spaces
+                for gram in list(run) + [run[i : i + 2] for i in range(len(run) - 1)]:
+                    out[row, self._index(gram)] += 1.0
         np.log1p(out, out=out)
         return _unit(out)
 

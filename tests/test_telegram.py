@@ -13,7 +13,7 @@ import pytest
 
 from bot.formatting import CITATION_RE
 from bot.history_store import HistoryStore
-from bot.service import ADMIN_ONLY, NON_TEXT, RATE_LIMITED, WELCOME, ChatService, Incoming, Reply, plain
+from bot.service import ADMIN_ONLY, NON_TEXT, RATE_LIMITED, ChatService, Incoming, Reply, plain, welcome
 from bot.telegram import TelegramChannel, webhook_secret
 from rag_core.config import Config
 from tests.conftest import engine_for
@@ -131,7 +131,7 @@ async def test_status_is_for_admins_and_other_commands_work(sample_cfg, sample_e
     cfg = tg_config(sample_cfg, api)
     async with running(cfg, api, ChatService(cfg, sample_engine, store)):
         assert (await ask(api, 5, "/status")).plain == ADMIN_ONLY
-        assert (await ask(api, 5, "/start")).plain == WELCOME
+        assert (await ask(api, 5, "/start")).plain == welcome("telegram")
         assert (await ask(api, 5, "/reset")).plain.startswith("已清除")
 
 
@@ -237,7 +237,7 @@ async def test_group_answers_only_when_addressed(sample_cfg, sample_engine, stor
         help_ = await ask(api, group, f"/help@{BOT_USERNAME}", 8)
         await asyncio.sleep(0.3)
     assert answer.reply_to == mention["message_id"] and "来源" in answer.plain
-    assert "来源" in follow.plain and help_.plain == WELCOME
+    assert "来源" in follow.plain and help_.plain == welcome("telegram")
     assert len([s for s in api.sent if s.chat_id == group]) == 3
     turns = await store.recent("telegram", str(group), 10)
     assert [t.content for t in turns if t.role == "user"] == [QUESTION, "那用什么药？"]

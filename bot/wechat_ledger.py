@@ -1,0 +1,235 @@
+"""The WeChat delivery ledger: one row per user message, so WeChat's re-deliveries get one answer, across restarts.
+
+WeChat re-sends a callback it got no reply to within 5 s, up to three deliveries in all, possibly overlapping and
+possibly after this process restarted. Each message is keyed by its MsgId (events: FromUserName + CreateTime) and
+moves through  received → answering → answered (its reply parts stored) → delivered (passive replies) or pushed
+(customer-service messages), or failed (a push WeChat refused). `sent` counts the parts already given to the user;
+`owed` marks an answer a subscription account still owes (the user fetches it with their next message).
+The ledger also remembers, per user, the citation ids of the last answer, so "原文1" works after a restart.
+
+Own database file, WAL, synchronous=FULL, autocommit (every write is one statement), numbered migrations.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Sequence
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+State = Literal["received", "answering", "answered", "delivered", "pushed", "failed"]
+
+# Numbered migrations: MIGRATIONS[i] is version i + 1. Append new ones; never edit an applied one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE messages (
+        key TEXT PRIMARY KEY,            -- MsgId, or "event:FromUserName:CreateTime"
+        openid TEXT NOT NULL,
+        create_time REAL NOT NULL,       -- the message's CreateTime, Unix seconds
+        text TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('received', 'answering', 'answered', 'delivered', 'pushed', 'failed')),
+        deliveries INTEGER NOT NULL DEFAULT 0,
+        parts TEXT,                      -- JSON list of the reply's message texts, once answered
+        sent INTEGER NOT NULL DEFAULT 0, -- parts given to the user so far
+        owed INTEGER NOT NULL DEFAULT 0, -- 1: the user fetches the rest with their next message
+        error TEXT,
+        received_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX messages_owed ON messages (openid, owed, received_at);
+    CREATE INDEX messages_by_time ON messages (received_at);
+    CREATE TABLE last_sources (
+        openid TEXT PRIMARY KEY,
+        ids TEXT NOT NULL,               -- JSON list of "docid#cid", footnote order
+        updated_at REAL NOT NULL
+    );
+    """,
+)
+
+_COLUMNS = "key, openid, create_time, text, state, deliveries, parts, sent, owed, error"
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    openid: str
+    create_time: float
+    text: str
+    state: State
+    deliveries: int
+    parts: tuple[str, ...] | None  # None until answered
+    sent: int
+    owed: bool
+    error: str | None = None
+
+    @property
+    def unsent(self) -> bool:
+        return self.parts is None or self.sent < len(self.parts)
+
+
+def _entry(row: Sequence) -> Entry:
+    key, openid, create_time, text, state, deliveries, parts, sent, owed, error = row
+    return Entry(key, openid, create_time, text, state, deliveries,
+                 None if parts is None else tuple(json.loads(parts)), sent, bool(owed), error)
+
+
+class Ledger:
+    """One aiosqlite connection, shared by the channel's coroutines; every method is one committed statement."""
+
+    def __init__(self, db: aiosqlite.Connection, clock: Callable[[], float]) -> None:
+        self._db = db
+        self._clock = clock
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Ledger:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=FULL")
+            await db.execute("PRAGMA busy_timeout=5000")
+            await _migrate(db, clock)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, clock)
+
+    async def record_delivery(self, key: str, openid: str, create_time: float, text: str,
+                              static: str | None = None) -> Entry:
+        """Count one delivery of a message (creating its row on the first) and return the row.
+
+        `static` is a constant reply given at once (a welcome, a notice; "" for none): the row starts delivered.
+        """
+        now = self._clock()
+        if static is None:
+            state, parts, sent = "received", None, 0
+        else:
+            given = [static] if static else []
+            state, parts, sent = "delivered", json.dumps(given, ensure_ascii=False), len(given)
+        await self._db.execute(
+            "INSERT INTO messages (key, openid, create_time, text, state, deliveries, parts, sent, received_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET deliveries = deliveries + 1, updated_at = excluded.updated_at",
+            (key, openid, create_time, text, state, parts, sent, now, now),
+        )
+        entry = await self.get(key)
+        assert entry is not None
+        return entry
+
+    async def unfinished(self, since: float) -> list[Entry]:
+        """Messages received after `since` whose answer was not finished or not fully pushed (a stop, a crash)."""
+        async with self._db.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE state IN ('received', 'answering', 'answered')"
+            " AND received_at >= ? ORDER BY received_at",
+            (since,),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_entry(row) for row in rows]
+
+    async def get(self, key: str) -> Entry | None:
+        async with self._db.execute(f"SELECT {_COLUMNS} FROM messages WHERE key = ?", (key,)) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else _entry(row)
+
+    async def set_state(self, key: str, state: State, error: str | None = None) -> None:
+        await self._update("UPDATE messages SET state = ?, error = ?, updated_at = ? WHERE key = ?",
+                           (state, error, self._clock(), key))
+
+    async def store_answer(self, key: str, parts: Sequence[str], state: State = "answered") -> Entry:
+        """Keep the reply (its message texts); from now on every delivery of `key` serves these."""
+        await self._update("UPDATE messages SET parts = ?, state = ?, updated_at = ? WHERE key = ? AND parts IS NULL",
+                           (json.dumps(list(parts), ensure_ascii=False), state, self._clock(), key))
+        entry = await self.get(key)
+        assert entry is not None
+        return entry
+
+    async def take_part(self, key: str, index: int, done: State) -> bool:
+        """Claim part `index` for sending (it must be the next unsent one); False when someone else took it.
+
+        When it is the last part the message becomes `done` ("delivered" or "pushed") and is no longer owed.
+        """
+        return await self._update(
+            "UPDATE messages SET sent = sent + 1, updated_at = ?,"
+            " state = CASE WHEN sent + 1 >= json_array_length(parts) THEN ? ELSE state END,"
+            " owed = CASE WHEN sent + 1 >= json_array_length(parts) THEN 0 ELSE owed END"
+            " WHERE key = ? AND parts IS NOT NULL AND sent = ? AND sent < json_array_length(parts)",
+            (self._clock(), done, key, index),
+        ) > 0
+
+    async def mark_owed(self, key: str) -> None:
+        """The user gets the rest of this answer with their next message (subscription accounts)."""
+        await self._update(
+            "UPDATE messages SET owed = 1, updated_at = ? WHERE key = ? AND state NOT IN ('delivered', 'failed')",
+            (self._clock(), key))
+
+    async def owed_to(self, openid: str, since: float, exclude: str = "") -> Entry | None:
+        """The oldest answer still owed to a user, received after `since`."""
+        async with self._db.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE openid = ? AND owed = 1 AND received_at >= ? AND key != ?"
+            " ORDER BY received_at LIMIT 1",
+            (openid, since, exclude),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else _entry(row)
+
+    async def set_last_sources(self, openid: str, ids: Sequence[str]) -> None:
+        await self._db.execute(
+            "INSERT INTO last_sources (openid, ids, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (openid) DO UPDATE SET ids = excluded.ids, updated_at = excluded.updated_at",
+            (openid, json.dumps(list(ids)), self._clock()),
+        )
+
+    async def last_sources(self, openid: str) -> tuple[str, ...]:
+        async with self._db.execute("SELECT ids FROM last_sources WHERE openid = ?", (openid,)) as cursor:
+            row = await cursor.fetchone()
+        return () if row is None else tuple(json.loads(row[0]))
+
+    async def purge(self, before: float) -> int:
+        """Forget messages received before `before` (long past WeChat's retries and the 48-hour push window)."""
+        deleted = await self._update("DELETE FROM messages WHERE received_at < ?", (before,))
+        if deleted:
+            log.info("purged %d WeChat ledger rows", deleted)
+        return deleted
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._db.close()
+
+    async def _update(self, sql: str, params: tuple) -> int:
+        cursor = await self._db.execute(sql, params)
+        count = cursor.rowcount
+        await cursor.close()
+        return count
+
+
+async def _migrate(db: aiosqlite.Connection, clock: Callable[[], float]) -> None:
+    """Apply each pending migration once, each in its own transaction together with its version row."""
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cursor:
+        row = await cursor.fetchone()
+    current = int(row[0]) if row else 0
+    if current > len(MIGRATIONS):
+        raise RuntimeError(f"WeChat ledger is at schema {current}, newer than this code ({len(MIGRATIONS)})")
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        script = (
+            f"BEGIN IMMEDIATE;\n{MIGRATIONS[version - 1]}\n"
+            f"INSERT INTO schema_migrations (version, applied_at) VALUES ({version}, {clock()!r});\nCOMMIT;"
+        )
+        try:
+            await db.executescript(script)
+        except sqlite3.Error:
+            if db.in_transaction:
+                await db.execute("ROLLBACK")
+            raise
+        log.info("WeChat ledger migrated to schema %d", version)
