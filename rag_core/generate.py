@@ -110,7 +110,7 @@ def extractive_answer(
     tokenizer: Tokenizer,
     budget: int = 300,
     max_sources: int = 2,
-    second_source_ratio: float = 0.8,
+    second_source_ratio: float = 0.9,
     section_weight: float = 1.0,
     context: str = "",
 ) -> tuple[str, list[str]]:
