@@ -252,6 +252,44 @@ def cmd_eval(cfg: Config, args) -> int:
     return eval_main(cfg, args)
 
 
+def cmd_gold(cfg: Config, args) -> int:
+    """`gold synth`: draft gold items from the index's chunks with the configured LLM and keep those that pass."""
+    from rag_core.eval.synth import TOPICS, synthesize, write_jsonl
+    from rag_core.index.store import open_current
+    from rag_core.llm import LLMError, OpenAIChatModel
+
+    api_key = Secrets.from_env().llm_api_key
+    if not api_key:
+        raise CliError("gold synth drafts with the LLM: set DEEPSEEK_API_KEY or OPENAI_API_KEY")
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else list(TOPICS)
+    unknown = [t for t in topics if t not in TOPICS]
+    if unknown:
+        raise CliError(f"unknown topic(s) {', '.join(unknown)}; choose from {', '.join(TOPICS)}")
+    if args.n < 1:
+        raise CliError("--n must be at least 1")
+    index = open_current(cfg.data_dir)
+    chat = OpenAIChatModel(cfg.llm, api_key)
+    tty = sys.stderr.isatty()
+
+    def progress(reason: str) -> None:
+        if tty:
+            print(f"  {reason}", file=sys.stderr)
+
+    try:
+        report = synthesize(index, chat, args.n, args.seed, topics, max_calls=args.max_calls, on_draft=progress)
+    except LLMError as exc:
+        raise CliError(f"the LLM failed ({exc.kind}): {exc}") from exc
+    finally:
+        chat.close()
+    write_jsonl(report.items, Path(args.out))
+    print(f"kept {len(report.items)} of {args.n} wanted ({report.calls} LLM calls) → {args.out}")
+    for reason, count in report.reasons().most_common():
+        print(f"  rejected {count}: {reason}")
+    if len(report.items) < args.n:
+        print(f"warning: only {len(report.items)} items passed the checks", file=sys.stderr)
+    return 0
+
+
 def cmd_models(cfg: Config, args) -> int:
     from rag_core.models import fetch_model
 
@@ -309,13 +347,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--resamples", type=int, default=5000)
 
+    s = sub.add_parser("gold", help="gold question sets: draft new items with the LLM")
+    gold = s.add_subparsers(dest="gold_action", required=True)
+    g = gold.add_parser("synth", help="draft quote-anchored items from chunks; keep those passing the automatic checks")
+    g.add_argument("--n", type=int, default=50, help="items to keep")
+    g.add_argument("--out", required=True, help="JSON Lines file to write")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--topics", default="", help="comma-separated topics to draw from (default: all)")
+    g.add_argument("--max-calls", type=int, default=None, help="LLM calls at most (default: 3n + 10)")
+
     s = sub.add_parser("models", help="fetch the configured models once (honours HF_ENDPOINT)")
     s.add_argument("action", choices=["fetch"])
     return p
 
 
 COMMANDS = {"index": cmd_index, "chunks": cmd_chunks, "search": cmd_search, "ask": cmd_ask, "source": cmd_source,
-            "chat": cmd_chat, "serve": cmd_serve, "eval": cmd_eval, "models": cmd_models}
+            "chat": cmd_chat, "serve": cmd_serve, "eval": cmd_eval, "gold": cmd_gold,
+            "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,9 @@ _ANAPHORA = re.compile(
 )
 
 
+_LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
+
+
 def needs_rewrite(question: str, tokenizer: Tokenizer) -> bool:
     """A follow-up that cannot stand alone: a pronoun, demonstrative or elliptical opening, or no domain term."""
     q = question.strip()
@@ -60,7 +63,10 @@ def rewrite_query(
             if term not in present and term not in question and term not in carried:
                 carried.append(term)
     carried = carried[:8]
-    return f"{' '.join(carried)} {question}".strip() if carried else question
+    if not carried:
+        return question
+    question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
+    return f"{' '.join(carried)} {question}".strip()
 
 
 def inject_history(history: Sequence[Turn], turns: int = 8, chars: int = 800) -> list[Turn]:

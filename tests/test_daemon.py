@@ -1,0 +1,114 @@
+"""`coffeebot serve` as a real process: killed with SIGKILL mid-answer, restarted, stopped with SIGTERM.
+
+The daemon talks to a loopback fake of the Bot API and a slow loopback LLM; its history must survive intact.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KB, REPO
+from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
+
+
+def write_config(path: Path, data_dir: Path, tg: FakeTelegramAPI, llm: FakeOpenAIServer) -> Path:
+    path.write_text(
+        f"""[paths]
+kb_dir = "{KB}"
+data_dir = "{data_dir}"
+[models]
+embedder = "hashing"
+reranker = ""
+[history]
+har_llm = false
+[llm]
+base_url = "{llm.base_url}"
+timeout_s = 60.0
+max_retries = 0
+stream = false
+[telegram]
+base_url = "{tg.base_url}"
+base_file_url = "{tg.base_file_url}"
+[index]
+watch_interval_s = 3600
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def start_daemon(config: Path, token: str, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, TELEGRAM_BOT_TOKEN=token, DEEPSEEK_API_KEY="test-key", PYTHONUNBUFFERED="1")
+    env.pop("WECHAT_APP_ID", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "--config", str(config), "serve"],
+        cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+
+
+def turns(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return conn.execute("SELECT role, content FROM turns ORDER BY id").fetchall()
+
+
+async def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.slow
+async def test_sigkill_mid_answer_loses_no_history_and_sigterm_stops_cleanly(sample_cfg, tmp_path):
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_cfg.data_dir, data_dir)  # the built sample index, so the daemon starts at once
+    db = data_dir / "history.sqlite3"
+    log = tmp_path / "daemon.log"
+    with FakeOpenAIServer(default="用铜制剂保护。") as llm:
+        async with FakeTelegramAPI() as tg:
+            config = write_config(tmp_path / "config.toml", data_dir, tg, llm)
+            llm.push(answer("这个回答永远不会送达。", delay_s=30))  # the generation the daemon dies in
+            daemon = start_daemon(config, tg.token, log)
+            try:
+                await wait_until(lambda: tg.calls_of("getUpdates"), 60, "the daemon to poll")
+                tg.push_text(42, "咖啡锈病怎么防治？")
+                await wait_until(lambda: len(llm.requests) >= 1, 30, "the generation to start")
+                daemon.send_signal(signal.SIGKILL)
+                await asyncio.to_thread(daemon.wait, 10)
+            finally:
+                if daemon.poll() is None:
+                    daemon.kill()
+            assert turns(db) == [("user", "咖啡锈病怎么防治？")]
+
+            first_prompt = llm.requests[0]["messages"]
+            llm.push(answer("可以轮换使用三唑酮。"))
+            daemon = start_daemon(config, tg.token, log)
+            try:
+                await wait_until(lambda: len(tg.calls_of("getUpdates")) > 3, 60, "the restarted daemon to poll")
+                tg.push_text(42, "那用什么药？")
+                await tg.wait_sent(1, timeout=60, chat_id=42)
+                daemon.send_signal(signal.SIGTERM)  # the fake must keep serving while the daemon shuts down
+                assert await asyncio.to_thread(daemon.wait, 30) == 0
+            finally:
+                if daemon.poll() is None:
+                    daemon.kill()
+    history = turns(db)
+    assert history[:2] == [("user", "咖啡锈病怎么防治？"), ("user", "那用什么药？")]
+    assert history[2][0] == "assistant" and "三唑酮" in history[2][1]
+    # after the restart the stored history fed HAR and the prompt (IHI)
+    second_prompt = llm.requests[-1]["messages"]
+    assert {"role": "user", "content": "咖啡锈病怎么防治？"} in second_prompt
+    assert "结合上文" in second_prompt[-1]["content"] and "锈病" in second_prompt[-1]["content"]
+    assert first_prompt[0]["role"] == "system"
+    assert "Traceback" not in log.read_text(encoding="utf-8", errors="replace")
