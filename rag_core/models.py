@@ -69,7 +69,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, model, name: str, batch_size: int = 32):
         self._model = model
         self.name = name
-        self.dim = int(model.get_sentence_embedding_dimension())
+        self.dim = int(model.get_embedding_dimension())
         self.batch_size = batch_size
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

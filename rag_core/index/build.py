@@ -1,9 +1,15 @@
 """Build an index: load → normalise → chunk → ids → BM25 tokens + dense vectors, written to a new build directory
 that becomes current by an atomic pointer swap. A build that dies half-way leaves only a `.tmp-*` folder behind;
 the build that was serving keeps serving.
+
+Incremental: a document whose bytes are unchanged since the current build keeps that build's text, chunks and BM25
+tokens when the pipeline that made them is unchanged too (same `fingerprint`: chunker settings, embedder, tokenizer,
+lexicon and the ingest/chunking code); its vectors come from the embedding cache. One build at a time per data
+directory (an advisory file lock, released by the kernel even when a build is killed).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -14,7 +20,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: builds are not locked against each other
+    fcntl = None
 
 from ..chunking import chunk_document
 from ..config import Config
@@ -23,9 +34,9 @@ from ..ingest.clean import normalise
 from ..ingest.readers import SUPPORTED_SUFFIXES, IngestError, read_file
 from ..lexical import Tokenizer
 from ..models import Embedder
-from ..records import Chunk, Document, Heading
+from ..records import Chunk, Document, Heading, UnitSpan
 from .archive import record_build
-from .bm25 import save_tokens
+from .bm25 import load_tokens, save_tokens
 from .dense import DenseStore
 from .embcache import EmbeddingCache
 from .layout import Layout
@@ -37,10 +48,15 @@ class EmptyKnowledgeBase(RuntimeError):
     pass
 
 
+class BuildInProgress(RuntimeError):
+    """Another build holds this data directory's lock."""
+
+
 @dataclass(frozen=True)
 class Failure:
     path: str
     reason: str
+    sha256: str = ""  # of the file's bytes, so a watcher knows when the file was replaced
 
 
 @dataclass
@@ -55,9 +71,11 @@ class BuildReport:
     removed: list[str] = field(default_factory=list)
     embedded: int = 0
     cache_hits: int = 0
+    reused: int = 0  # documents taken over from the previous build without parsing them again
     duration_s: float = 0.0
     swapped: bool = False
-    gate: str = ""
+    gate: str = ""  # why the quality gate kept the build aside; empty when it passed
+    checks: str = ""  # what the quality gate measured (its `summary`)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -100,6 +118,76 @@ def chunk_to_json(chunk: Chunk) -> dict:
     return dataclasses.asdict(chunk)
 
 
+def chunk_from_json(row: dict) -> Chunk:
+    return Chunk(**(row | {"units": tuple(UnitSpan(**u) for u in row.get("units", ()))}))
+
+
+_PIPELINE_CODE = ("ingest/readers.py", "ingest/clean.py", "ingest/units.py", "chunking.py", "sentences.py", "lexical.py",
+                  "ids.py", "resources/lexicon.txt", "resources/stopwords.txt")
+
+
+def fingerprint(cfg: Config, embedder: Embedder, tokenizer: Tokenizer) -> str:
+    """What a document's chunks and tokens depend on besides its bytes: equal fingerprints allow reuse."""
+    h = hashlib.sha256()
+    h.update(json.dumps([dataclasses.asdict(cfg.chunking), embedder.name, tokenizer.bigrams], sort_keys=True).encode())
+    root = Path(__file__).resolve().parent.parent
+    for name in _PIPELINE_CODE:
+        path = root / name
+        h.update(name.encode() + (path.read_bytes() if path.exists() else b"-"))
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class _Previous:
+    """The current build's per-document artefacts, when its fingerprint allows reusing them."""
+
+    documents: dict[str, dict]  # path → documents.jsonl row
+    chunks: dict[str, list[Chunk]]  # path → chunks
+    tokens: dict[str, list[list[str]]]  # path → BM25 tokens, aligned with chunks
+    failures: dict[str, Failure]  # path → failure (matched by sha256)
+
+
+def _load_previous(layout: Layout, manifest: dict, fp: str) -> _Previous | None:
+    build_dir = layout.current_dir()
+    if build_dir is None or manifest.get("fingerprint") != fp:
+        return None
+    try:
+        with open(build_dir / "documents.jsonl", encoding="utf-8") as fh:
+            docs = {row["path"]: row for row in (json.loads(line) for line in fh if line.strip())}
+        with open(build_dir / "chunks.jsonl", encoding="utf-8") as fh:
+            chunk_list = [chunk_from_json(json.loads(line)) for line in fh if line.strip()]
+        token_list = load_tokens(build_dir / "tokens.jsonl")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("previous build %s not reusable, parsing everything: %s", build_dir.name, exc)
+        return None
+    if len(token_list) != len(chunk_list):
+        return None
+    chunks: dict[str, list[Chunk]] = {}
+    tokens: dict[str, list[list[str]]] = {}
+    for c, t in zip(chunk_list, token_list):
+        chunks.setdefault(c.doc, []).append(c)
+        tokens.setdefault(c.doc, []).append(t)
+    failures = {f["path"]: Failure(**f) for f in manifest.get("failures", []) if f.get("sha256")}
+    return _Previous(docs, chunks, tokens, failures)
+
+
+@contextlib.contextmanager
+def build_lock(layout: Layout) -> Iterator[None]:
+    """Hold the data directory's build lock, or raise BuildInProgress at once."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / "build.lock", "a+") as fh:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BuildInProgress(f"another index build is running in {layout.root}") from None
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _progress(items, enabled: bool, desc: str):
     if not enabled:
         return items
@@ -114,13 +202,21 @@ def build_index(
     tokenizer: Tokenizer,
     progress: bool = False,
     gate: Callable[[Path], str | None] | None = None,
+    reuse: bool = True,
 ) -> BuildReport:
     """Build a new index version beside the current one and swap it in.
 
-    `gate(build_dir)` may veto the swap by returning a reason; the build is then kept aside under builds/.
+    `gate(build_dir)` may veto the swap by returning a reason; the build is then kept aside under builds/ (a gate's
+    `summary` attribute, when it has one, goes into the report). `reuse=False` parses every document again.
+    Raises BuildInProgress when another build holds the lock.
     """
-    started = time.monotonic()
     layout = Layout(cfg.data_dir)
+    with build_lock(layout):
+        return _build(cfg, layout, embedder, tokenizer, progress, gate, reuse)
+
+
+def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> BuildReport:
+    started = time.monotonic()
     layout.clean_stale_tmp()
     build_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     report = BuildReport(build_id=build_id)
@@ -131,9 +227,12 @@ def build_index(
 
     previous = layout.current_manifest() or {}
     prev_docs = previous.get("documents", {})
+    fp = fingerprint(cfg, embedder, tokenizer)
+    reusable = _load_previous(layout, previous, fp) if reuse else None
     cache = EmbeddingCache(layout.embedding_cache)
-    documents: list[Document] = []
+    doc_rows: list[dict] = []
     chunks: list[Chunk] = []
+    tokens: list[list[str] | None] = []  # None: not tokenised yet
     manifest_docs: dict[str, dict] = {}
 
     class _CachedEmbedder:  # the semantic chunker's sentence vectors go through the cache too
@@ -147,25 +246,43 @@ def build_index(
         for path in _progress(files, progress, "chunking"):
             rel = path.relative_to(kb_dir).as_posix()
             try:
-                doc = load_document(kb_dir, path)
-            except IngestError as exc:
-                log.warning("skipped %s: %s", rel, exc.reason)
-                report.failures.append(Failure(rel, exc.reason))
-                continue
+                sha = hashlib.sha256(path.read_bytes()).hexdigest()
             except OSError as exc:
                 log.warning("skipped %s: unreadable (%s)", rel, exc)
                 report.failures.append(Failure(rel, f"unreadable: {exc.strerror or exc}"))
                 continue
+            old = prev_docs.get(rel)
+            if reusable and old and old["sha256"] == sha and rel in reusable.chunks and rel in reusable.documents:
+                doc_rows.append(reusable.documents[rel])
+                chunks.extend(reusable.chunks[rel])
+                tokens.extend(reusable.tokens[rel])
+                manifest_docs[rel] = old
+                report.reused += 1
+                continue
+            if reusable and rel in reusable.failures and reusable.failures[rel].sha256 == sha:
+                report.failures.append(reusable.failures[rel])
+                continue
+            try:
+                doc = load_document(kb_dir, path)
+            except IngestError as exc:
+                log.warning("skipped %s: %s", rel, exc.reason)
+                report.failures.append(Failure(rel, exc.reason, sha))
+                continue
+            except OSError as exc:
+                log.warning("skipped %s: unreadable (%s)", rel, exc)
+                report.failures.append(Failure(rel, f"unreadable: {exc.strerror or exc}", sha))
+                continue
             doc_chunks = chunk_document(doc, cfg.chunking, _CachedEmbedder() if cfg.chunking.method == "semantic" else None)
-            documents.append(doc)
+            doc_rows.append({"docid": doc.docid, "path": doc.path, "title": doc.title, "text": doc.text})
             chunks.extend(doc_chunks)
+            tokens.extend([None] * len(doc_chunks))
             manifest_docs[rel] = {"docid": doc.docid, "sha256": doc.sha256, "title": doc.title, "chunks": len(doc_chunks)}
             if rel not in prev_docs:
                 report.added.append(rel)
             elif prev_docs[rel]["sha256"] != doc.sha256:
                 report.changed.append(rel)
         report.removed = sorted(set(prev_docs) - set(manifest_docs) - {f.path for f in report.failures})
-        if not documents:
+        if not doc_rows:
             raise EmptyKnowledgeBase(f"no readable documents in {kb_dir} ({len(report.failures)} failed)")
 
         tmp = layout.new_tmp(build_id)
@@ -173,7 +290,8 @@ def build_index(
         hits_before = cache.hits
         vectors = cache.embed(embedder, [f"{c.section}\n{c.text}" if c.section else c.text for c in chunks])
         report.embedded, report.cache_hits = cache.misses, cache.hits - hits_before
-        save_tokens(tmp / "tokens.jsonl", [tokenizer.tokens(f"{c.section}\n{c.text}") for c in chunks])
+        tokens = [t if t is not None else tokenizer.tokens(f"{c.section}\n{c.text}") for c, t in zip(chunks, tokens)]
+        save_tokens(tmp / "tokens.jsonl", tokens)
         store = DenseStore(tmp / "chroma", create=True)
         store.add(vectors, [{"id": c.id, "doc": c.doc} for c in chunks], texts)
         del store
@@ -181,9 +299,9 @@ def build_index(
             for c in chunks:
                 fh.write(json.dumps(chunk_to_json(c), ensure_ascii=False) + "\n")
         with open(tmp / "documents.jsonl", "w", encoding="utf-8") as fh:
-            for d in documents:
-                fh.write(json.dumps({"docid": d.docid, "path": d.path, "title": d.title, "text": d.text}, ensure_ascii=False) + "\n")
-        report.documents, report.chunks, report.chars = len(documents), len(chunks), sum(len(t) for t in texts)
+            for row in doc_rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        report.documents, report.chunks, report.chars = len(doc_rows), len(chunks), sum(len(t) for t in texts)
         manifest = {
             "build_id": build_id,
             "created": time.time(),
@@ -191,22 +309,24 @@ def build_index(
             "embedder_dim": embedder.dim,
             "tokenizer": {"bigrams": tokenizer.bigrams, "section_prefix": True},
             "chunking": dataclasses.asdict(cfg.chunking),
+            "fingerprint": fp,
             "documents": manifest_docs,
             "failures": [dataclasses.asdict(f) for f in report.failures],
             "chunk_count": len(chunks),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
         final = layout.finish(tmp, build_id)
-        report.duration_s = round(time.monotonic() - started, 2)
         veto = gate(final) if gate else None
+        report.checks = getattr(gate, "summary", "") or ""
         if veto:
             report.gate = veto
             log.warning("build %s kept aside, not swapped in: %s", build_id, veto)
         else:
+            record_build(cfg.data_dir, chunks)  # before the swap: every passage ever served is in the archive
             layout.swap(build_id)
-            record_build(cfg.data_dir, chunks)
             report.swapped = True
             layout.prune(cfg.index.keep_builds)
+        report.duration_s = round(time.monotonic() - started, 2)
         layout.write_report(build_id, report.to_json())
         return report
     finally:
