@@ -144,19 +144,31 @@ def cmd_index(cfg: Config, args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     from rag_core.index.build import build_index
 
-    report = build_index(cfg, embedder, make_tokenizer(cfg), progress=sys.stderr.isatty() and not args.json)
+    tokenizer = make_tokenizer(cfg)
+    gate = None
+    if not args.force:
+        from rag_core.index.gate import QualityGate
+
+        gate = QualityGate(cfg, embedder, tokenizer)
+    report = build_index(cfg, embedder, tokenizer, progress=sys.stderr.isatty() and not args.json, gate=gate)
     if args.json:
         _dump(report.to_json() | {"warnings": warnings})
         return 0
     print(f"index build {report.build_id}: {report.documents} documents, {report.chunks} chunks, "
           f"{report.chars} characters, {report.duration_s} s (embedded {report.embedded}, cached {report.cache_hits})")
+    if report.lengths:
+        ln = report.lengths
+        print(f"  chunk length: min {ln['min']}, p10 {ln['p10']:.0f}, median {ln['median']:.0f}, "
+              f"p90 {ln['p90']:.0f}, max {ln['max']}, mean {ln['mean']}")
     for label, items in (("added", report.added), ("changed", report.changed), ("removed", report.removed)):
         if items:
             print(f"  {label}: {', '.join(items)}")
     for f in report.failures:
         print(f"  skipped {f.path}: {f.reason}")
+    if report.checks:
+        print(f"  quality gate: {report.checks}")
     if not report.swapped:
-        print(f"  NOT swapped in: {report.gate}")
+        print(f"  NOT swapped in: {report.gate} (the previous build keeps serving; --force swaps anyway)")
     return 0
 
 
@@ -313,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("index", help="build or refresh the index of kb/")
     s.add_argument("--rollback", action="store_true", help="make the previous build current again")
+    s.add_argument("--force", action="store_true", help="swap the new build in even if the quality gate objects")
     s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("chunks", help="show how a document was cut into chunks")

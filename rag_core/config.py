@@ -190,6 +190,15 @@ _CHOICES = {
 }
 
 
+_MINIMA = {
+    ("index", "keep_builds"): 2,  # the current build and the one queries in flight may still read
+    ("retrieval", "final_topk"): 1,
+    ("retrieval", "rerank_candidates"): 1,
+    ("bot", "max_concurrent"): 1,
+    ("bot", "history_retention_days"): 1,
+}
+
+
 def _section(name: str, cls: type, raw: object) -> object:
     if not isinstance(raw, dict):
         raise ConfigError(f"[{name}] must be a table")
@@ -200,6 +209,9 @@ def _section(name: str, cls: type, raw: object) -> object:
         if key not in known:
             raise ConfigError(f"unknown key [{name}] {key} (known: {', '.join(sorted(known))})")
         value = _coerce(name, key, value, hints[key])
+        minimum = _MINIMA.get((name, key))
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"[{name}] {key} must be at least {minimum}, got {value!r}")
         choices = _CHOICES.get((name, key))
         if choices and value not in choices:
             raise ConfigError(f"[{name}] {key} must be one of {', '.join(choices)}, got {value!r}")

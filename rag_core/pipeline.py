@@ -44,6 +44,7 @@ class Engine:
     chat: ChatModel | None = None
     warnings: tuple[str, ...] = ()
     _retriever: Retriever | None = field(default=None, repr=False)
+    _retired: Retriever | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -53,6 +54,9 @@ class Engine:
         with self._lock:
             if self._retriever is None or (current and self._retriever.index.build_id != current):
                 index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine)
+                if self._retired is not None:  # two swaps ago: no query can still be reading it
+                    self._retired.index.close()
+                self._retired = self._retriever  # queries in flight may still read the one just replaced
                 self._retriever = Retriever(index, self.tokenizer, self.embedder, self.reranker, self.cfg.retrieval, self.warnings)
                 log.info("serving index build %s (%d chunks)", index.build_id, len(index.chunks))
             return self._retriever

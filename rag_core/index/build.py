@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import shutil
+import statistics
 import sys
 import time
 import uuid
@@ -76,9 +77,18 @@ class BuildReport:
     swapped: bool = False
     gate: str = ""  # why the quality gate kept the build aside; empty when it passed
     checks: str = ""  # what the quality gate measured (its `summary`)
+    lengths: dict[str, float] = field(default_factory=dict)  # chunk length distribution (characters)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def length_summary(lengths: list[int]) -> dict[str, float]:
+    if not lengths:
+        return {}
+    q = statistics.quantiles(lengths, n=10) if len(lengths) > 1 else [lengths[0]] * 9
+    return {"min": min(lengths), "p10": q[0], "median": statistics.median(lengths), "p90": q[8],
+            "max": max(lengths), "mean": round(statistics.fmean(lengths), 1)}
 
 
 def scan_kb(kb_dir: Path) -> list[Path]:
@@ -293,8 +303,10 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         tokens = [t if t is not None else tokenizer.tokens(f"{c.section}\n{c.text}") for c, t in zip(chunks, tokens)]
         save_tokens(tmp / "tokens.jsonl", tokens)
         store = DenseStore(tmp / "chroma", create=True)
-        store.add(vectors, [{"id": c.id, "doc": c.doc} for c in chunks], texts)
-        del store
+        try:
+            store.add(vectors, [{"id": c.id, "doc": c.doc} for c in chunks], texts)
+        finally:
+            store.close()
         with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
             for c in chunks:
                 fh.write(json.dumps(chunk_to_json(c), ensure_ascii=False) + "\n")
@@ -302,6 +314,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
             for row in doc_rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         report.documents, report.chunks, report.chars = len(doc_rows), len(chunks), sum(len(t) for t in texts)
+        report.lengths = length_summary([len(t) for t in texts])
         manifest = {
             "build_id": build_id,
             "created": time.time(),

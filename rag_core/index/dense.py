@@ -44,6 +44,10 @@ class DenseStore:
                 documents=list(documents[i : i + batch]),
             )
 
+    def close(self) -> None:
+        """Release chromadb's shared system for this path (it is cached per path for the process's lifetime)."""
+        self._client.close()
+
     def count(self) -> int:
         return self._col.count()
 

@@ -85,11 +85,15 @@ class Layout:
                 shutil.rmtree(p, ignore_errors=True)
 
     def prune(self, keep: int) -> None:
-        """Keep the last `keep` builds (always the current one)."""
-        current = self.current_id()
-        builds = self.all_builds()
-        for build_id in builds[: max(len(builds) - keep, 0)]:
-            if build_id != current:
+        """Keep the last `keep` served builds (rollback targets, the current one among them) and the newest build
+        that was kept aside; delete the rest."""
+        served = self.served_history()
+        keep_ids = set(served[-keep:]) | {self.current_id()}
+        never_served = [b for b in self.all_builds() if b not in served]
+        if never_served:
+            keep_ids.add(never_served[-1])
+        for build_id in self.all_builds():
+            if build_id not in keep_ids:
                 shutil.rmtree(self.builds / build_id, ignore_errors=True)
 
     def write_report(self, build_id: str, report: dict) -> None:

@@ -60,6 +60,10 @@ class IndexReader:
             rows = [json.loads(line) for line in fh if line.strip()]
         return {r["docid"]: r for r in rows}
 
+    def close(self) -> None:
+        if "dense" in self.__dict__:
+            self.dense.close()
+
     @property
     def embedder_name(self) -> str:
         return self.manifest["embedder"]
