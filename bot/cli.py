@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -16,6 +16,9 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")  # python-telegram-bot: timedeltas, 
 
 from rag_core.config import Config, ConfigError, Secrets, load_config  # noqa: E402
 from rag_core.records import Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402
+
+if TYPE_CHECKING:
+    from rag_core.pipeline import Options
 
 log = logging.getLogger("coffeebot")
 
@@ -96,7 +99,14 @@ def read_batch(path: str) -> Iterable[tuple[object, str, list[Turn]]]:
             raise CliError(f"{path}:{n}: expected {{\"id\", \"question\", \"history\"?}}: {exc}") from exc
 
 
-def options_from(args) -> "Options":
+def run_batch(path: str, run: Callable[[str, list[Turn]], dict]) -> int:
+    """One JSON result a line, each with its item's id; models are loaded once, by the caller."""
+    for item_id, question, history in read_batch(path):
+        _dump({"id": item_id} | run(question, history))
+    return 0
+
+
+def options_from(args) -> Options:
     from rag_core.pipeline import Options
     from rag_core.retrieve import Channels
 
@@ -195,9 +205,7 @@ def cmd_search(cfg: Config, args) -> int:
     engine = engine_for(cfg, args)
     options = options_from(args)
     if args.batch:
-        for item_id, question, history in read_batch(args.batch):
-            _dump({"id": item_id} | retrieval_json(engine.search(question, history, options)))
-        return 0
+        return run_batch(args.batch, lambda q, h: retrieval_json(engine.search(q, h, options)))
     result = engine.search(_question(args), read_history(args.history), options)
     if args.json:
         _dump(retrieval_json(result))
@@ -218,9 +226,7 @@ def cmd_ask(cfg: Config, args) -> int:
     engine = engine_for(cfg, args, need_llm=not args.no_llm)
     options = options_from(args)
     if args.batch:
-        for item_id, question, history in read_batch(args.batch):
-            _dump({"id": item_id} | answer_json(engine.answer(question, history, options)))
-        return 0
+        return run_batch(args.batch, lambda q, h: answer_json(engine.answer(q, h, options)))
     answer = engine.answer(_question(args), read_history(args.history), options)
     if args.json:
         _dump(answer_json(answer))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any, Callable, Sequence, cast
 import aiosqlite
 
 from rag_core.records import Role, Turn
+
+from .sqlite import open_db, schema_version
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +79,12 @@ class HistoryStore:
         """Open (creating if needed) the database at `path` and bring its schema up to date."""
         if retention_days < 1:
             raise ValueError(f"retention_days must be at least 1, got {retention_days}")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)
-        try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=FULL")
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=5000")
-            await _migrate(db, clock)
-        except BaseException:
-            await db.close()
-            raise
+        db = await open_db(Path(path), MIGRATIONS, clock, "history database")
         return cls(db, retention_days, clock)
 
     async def schema_version(self) -> int:
         """The highest migration applied."""
-        return await _version(self._db)
+        return await schema_version(self._db)
 
     async def add_turn(
         self, channel: str, chat_id: str, role: str, content: str, cited_ids: Sequence[str] = ()
@@ -180,31 +170,3 @@ class HistoryStore:
 def _stored_turn(row: Sequence[Any]) -> StoredTurn:
     turn_id, channel, chat_id, role, content, cited, created_at = row
     return StoredTurn(turn_id, channel, chat_id, role, content, tuple(json.loads(cited)), created_at)
-
-
-async def _version(db: aiosqlite.Connection) -> int:
-    async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cursor:
-        row = await cursor.fetchone()
-    return int(row[0]) if row else 0
-
-
-async def _migrate(db: aiosqlite.Connection, clock: Callable[[], float]) -> None:
-    """Apply each pending migration once, each in its own transaction together with its version row."""
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    current = await _version(db)
-    if current > len(MIGRATIONS):
-        raise RuntimeError(f"history database is at schema {current}, newer than this code ({len(MIGRATIONS)})")
-    for version in range(current + 1, len(MIGRATIONS) + 1):
-        script = (
-            f"BEGIN IMMEDIATE;\n{MIGRATIONS[version - 1]}\n"
-            f"INSERT INTO schema_migrations (version, applied_at) VALUES ({version}, {clock()!r});\nCOMMIT;"
-        )
-        try:
-            await db.executescript(script)
-        except sqlite3.Error:
-            if db.in_transaction:
-                await db.execute("ROLLBACK")
-            raise
-        log.info("history database migrated to schema %d", version)

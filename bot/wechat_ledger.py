@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Sequence
 
 import aiosqlite
+
+from .sqlite import open_db
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +90,7 @@ class Ledger:
 
     @classmethod
     async def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Ledger:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)
-        try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=FULL")
-            await db.execute("PRAGMA busy_timeout=5000")
-            await _migrate(db, clock)
-        except BaseException:
-            await db.close()
-            raise
+        db = await open_db(Path(path), MIGRATIONS, clock, "WeChat ledger")
         return cls(db, clock)
 
     async def record_delivery(self, key: str, openid: str, create_time: float, text: str,
@@ -209,27 +200,3 @@ class Ledger:
         count = cursor.rowcount
         await cursor.close()
         return count
-
-
-async def _migrate(db: aiosqlite.Connection, clock: Callable[[], float]) -> None:
-    """Apply each pending migration once, each in its own transaction together with its version row."""
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cursor:
-        row = await cursor.fetchone()
-    current = int(row[0]) if row else 0
-    if current > len(MIGRATIONS):
-        raise RuntimeError(f"WeChat ledger is at schema {current}, newer than this code ({len(MIGRATIONS)})")
-    for version in range(current + 1, len(MIGRATIONS) + 1):
-        script = (
-            f"BEGIN IMMEDIATE;\n{MIGRATIONS[version - 1]}\n"
-            f"INSERT INTO schema_migrations (version, applied_at) VALUES ({version}, {clock()!r});\nCOMMIT;"
-        )
-        try:
-            await db.executescript(script)
-        except sqlite3.Error:
-            if db.in_transaction:
-                await db.execute("ROLLBACK")
-            raise
-        log.info("WeChat ledger migrated to schema %d", version)
