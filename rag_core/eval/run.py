@@ -123,6 +123,7 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
         systems[name], boots[name] = summarise(results[name], resamples)
         systems[name]["seconds"] = round(time.monotonic() - started, 1)
         log.info("system %s: F1 %.3f", name, systems[name]["f1"])
+    _note_degenerate(systems)
     comparisons = []
     base = "full" if "full" in results else next(iter(results), None)
     for name, result in results.items():
@@ -146,6 +147,15 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
         ]
     write_report(out_dir, report, boots)
     return report
+
+
+def _note_degenerate(systems: dict[str, dict]) -> None:
+    """Say so when an ablation equals the full system because the full system already runs without that model."""
+    full_warnings = " ".join(systems.get("full", {}).get("warnings", []))
+    for name, marker, why in (("b1", "reranker unavailable", "no cross-encoder here either"),
+                              ("b3", "embedder fallback in use", "it already uses the fallback here")):
+        if name in systems and marker in full_warnings:
+            systems[name]["label"] += f" (= full: {why})"
 
 
 def write_report(out_dir: Path, report: dict, boots: dict[str, np.ndarray]) -> None:
