@@ -50,6 +50,18 @@ def welcome(channel: str) -> str:
     return WELCOME.format(source_hint=SOURCE_HINT.get(channel, "发送 /source 编号"))
 
 
+def admin_ids(admins: tuple[str, ...], channel: str) -> list[str]:
+    """The ids of `[bot] admins` on one channel: "telegram:123" entries, and bare ids (any channel)."""
+    ids = []
+    for entry in admins:
+        name, sep, ident = entry.partition(":")
+        if not sep:
+            ids.append(entry)
+        elif name == channel:
+            ids.append(ident)
+    return ids
+
+
 @dataclass(frozen=True)
 class Incoming:
     channel: str
@@ -117,7 +129,7 @@ class ChatService:
         self.started = time.time()
 
     def is_admin(self, channel: str, user_id: str) -> bool:
-        return any(a in (user_id, f"{channel}:{user_id}") for a in self.cfg.bot.admins)
+        return user_id in admin_ids(self.cfg.bot.admins, channel)
 
     async def handle(self, msg: Incoming) -> Reply:
         text = msg.text.strip()

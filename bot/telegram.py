@@ -26,7 +26,7 @@ from telegram.ext import Application, CallbackQueryHandler, ContextTypes, Messag
 from rag_core.config import Config
 
 from .formatting import escape_html, split_text, telegram_html
-from .service import NON_TEXT, ChatService, Incoming, Reply, plain
+from .service import NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,6 +200,12 @@ class TelegramChannel:
             except TelegramError as exc:
                 log.debug("telegram: typing action for %s failed: %s", chat_id, exc)
             await asyncio.sleep(self.typing_every_s)
+
+    async def notify_admins(self, text: str) -> None:
+        """Send an index report to the Telegram admins of `[bot] admins` (their private chats)."""
+        for chat_id in admin_ids(self.cfg.bot.admins, "telegram"):
+            if chat_id.lstrip("-").isdigit():
+                await self.send_reply(int(chat_id), plain("notice", text))
 
     async def send_reply(self, chat_id: int, reply: Reply, reply_to: int | None = None) -> list[Message]:
         """Send a service reply as HTML messages; the source buttons go under the last one."""

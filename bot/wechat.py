@@ -32,8 +32,8 @@ from wechatpy.utils import check_signature
 
 from rag_core.config import Config, Secrets
 
-from .formatting import split_text, wechat_text
-from .service import BUSY_ERROR, NON_TEXT, ChatService, Incoming, Reply, plain, welcome
+from .formatting import Footnoted, split_text, wechat_text
+from .service import BUSY_ERROR, NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain, welcome
 from .wechat_ledger import Entry, Ledger
 
 log = logging.getLogger(__name__)
@@ -382,6 +382,19 @@ class WeChatChannel:
         return entry.parts[entry.sent - 1] if entry and entry.parts and entry.sent else None
 
     # --- service accounts: push -------------------------------------------------------------------------------
+
+    async def notify_admins(self, text: str) -> None:
+        """Push an index report to the WeChat admins of `[bot] admins` (service accounts only; WeChat accepts it
+        within 48 h of the admin's last message, and refusals are logged)."""
+        if self.cfg.push != "customer_service":
+            return
+        for openid in admin_ids(self.service.cfg.bot.admins, "wechat"):
+            for part in wechat_text(Footnoted(text, ()))[:MAX_PUSHES]:
+                try:
+                    await asyncio.to_thread(self.client.message.send_text, openid, part)
+                except Exception as exc:  # a report that cannot be delivered must not disturb the channel
+                    log.warning("could not push the index report to admin %s: %r", openid, exc)
+                    break
 
     async def _push(self, entry: Entry) -> None:
         """Push the unsent parts in order; WeChat's refusals are logged and end the pushing, never the daemon."""

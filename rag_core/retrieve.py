@@ -95,7 +95,8 @@ class Retriever:
         t = time.perf_counter()
         if use_dense:
             vector = self.embedder.embed([self.tokenizer.expand(qn)])[0]
-            lists["dense"] = [i for i, _ in self.index.dense.top(vector, self.cfg.dense_top)]
+            position = self.index.position
+            lists["dense"] = [position[cid] for cid, _ in self.index.dense.top(vector, self.cfg.dense_top) if cid in position]
         timings["dense"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()

@@ -72,7 +72,8 @@ async def wait_until(predicate, timeout: float, what: str) -> None:
 @pytest.mark.slow
 async def test_sigkill_mid_answer_loses_no_history_and_sigterm_stops_cleanly(sample_cfg, tmp_path):
     data_dir = tmp_path / "data"
-    shutil.copytree(sample_cfg.data_dir, data_dir)  # the built sample index, so the daemon starts at once
+    # the built sample index, so the daemon starts at once; not the chat history other tests may have left there
+    shutil.copytree(sample_cfg.data_dir, data_dir, ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*"))
     db = data_dir / "history.sqlite3"
     log = tmp_path / "daemon.log"
     with FakeOpenAIServer(default="用铜制剂保护。") as llm:

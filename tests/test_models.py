@@ -97,7 +97,7 @@ def test_dense_store_persists_across_processes(tmp_path):
         from rag_core.index.dense import DenseStore
         store = DenseStore(Path({str(tmp_path / 'chroma')!r}), create=True)
         vectors = np.eye(4, dtype=np.float32)
-        store.add(vectors, [{{"id": f"x#{{i}}"}} for i in range(4)], [f"t{{i}}" for i in range(4)])
+        store.add([f"x#{{i}}" for i in range(4)], vectors, [{{"text_hash": str(i)}} for i in range(4)])
     """)
     subprocess.run([sys.executable, "-c", write], cwd=REPO, check=True, timeout=120)
     from rag_core.index.dense import DenseStore
@@ -105,4 +105,5 @@ def test_dense_store_persists_across_processes(tmp_path):
     store = DenseStore(tmp_path / "chroma")
     assert store.count() == 4
     top = store.top(np.array([0, 0, 1, 0.1], dtype=np.float32), 2)
-    assert top[0][0] == 2 and top[1][0] == 3 and top[0][1] > top[1][1]
+    assert top[0][0] == "x#2" and top[1][0] == "x#3" and top[0][1] > top[1][1]
+    assert store.fingerprints() == {f"x#{i}": str(i) for i in range(4)}

@@ -292,3 +292,13 @@ async def test_webhook_mode_checks_the_secret(sample_cfg, sample_engine, store, 
                 assert r.status == 200
         sent = (await api.wait_sent(1))[0]
     assert sent.chat_id == 50 and "来源" in sent.plain and "getUpdates" not in api.methods()
+
+
+async def test_index_reports_reach_the_telegram_admins_only(sample_cfg, sample_engine, store, api):
+    cfg = tg_config(sample_cfg, api)
+    cfg = dataclasses.replace(cfg, bot=dataclasses.replace(cfg.bot, admins=(f"telegram:{ADMIN}", "wechat:oXYZ")))
+    async with running(cfg, api, ChatService(cfg, sample_engine, store)) as channel:
+        await channel.notify_admins("索引重建 b1：已启用\n✗ 未能读取 scan.pdf：没有文字层")
+        (sent,) = await api.wait_sent(1, chat_id=ADMIN)
+        assert "scan.pdf" in sent.plain and "<" not in sent.plain
+    assert {s.chat_id for s in api.sent} == {ADMIN}

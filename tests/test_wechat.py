@@ -472,3 +472,14 @@ async def test_ledger_counts_deliveries_and_claims_each_part_once(tmp_path):
         await ledger.close()
     ledger = await Ledger.open(tmp_path / "l.sqlite3")  # reopening applies no migration twice
     await ledger.close()
+
+
+async def test_index_reports_are_pushed_to_the_wechat_admins(bot, engine, api):
+    async with bot(engine, push=True, api=api) as channel:
+        cfg = channel.service.cfg
+        channel.service.cfg = dataclasses.replace(cfg, bot=dataclasses.replace(cfg.bot, admins=("wechat:oADMIN", "telegram:5")))
+        before = len(api.pushes)
+        await channel.notify_admins("索引重建 b1：已启用\n✗ 未能读取 scan.pdf：没有文字层")
+        await api.wait_for_pushes(before + 1)
+    (push,) = api.pushes[before:]
+    assert push.touser == "oADMIN" and "scan.pdf" in push.content

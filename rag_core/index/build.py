@@ -39,7 +39,7 @@ from ..records import Chunk, Document, Heading, UnitSpan
 from .archive import record_build
 from .bm25 import load_tokens, save_tokens
 from .dense import DenseStore
-from .embcache import EmbeddingCache
+from .embcache import EmbeddingCache, text_key
 from .layout import Layout
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def chunk_from_json(row: dict) -> Chunk:
 
 
 _PIPELINE_CODE = ("ingest/readers.py", "ingest/clean.py", "ingest/units.py", "chunking.py", "sentences.py", "lexical.py",
-                  "ids.py", "resources/lexicon.txt", "resources/stopwords.txt")
+                  "ids.py", "index/dense.py", "resources/lexicon.txt", "resources/stopwords.txt")
 
 
 def fingerprint(cfg: Config, embedder: Embedder, tokenizer: Tokenizer) -> str:
@@ -298,15 +298,12 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         tmp = layout.new_tmp(build_id)
         texts = [c.text for c in chunks]
         hits_before = cache.hits
-        vectors = cache.embed(embedder, [f"{c.section}\n{c.text}" if c.section else c.text for c in chunks])
+        embedded = [embedding_text(c) for c in chunks]
+        vectors = cache.embed(embedder, embedded)
         report.embedded, report.cache_hits = cache.misses, cache.hits - hits_before
-        tokens = [t if t is not None else tokenizer.tokens(f"{c.section}\n{c.text}") for c, t in zip(chunks, tokens)]
+        tokens = [t if t is not None else tokenizer.tokens(embedding_text(c)) for c, t in zip(chunks, tokens)]
         save_tokens(tmp / "tokens.jsonl", tokens)
-        store = DenseStore(tmp / "chroma", create=True)
-        try:
-            store.add(vectors, [{"id": c.id, "doc": c.doc} for c in chunks], texts)
-        finally:
-            store.close()
+        write_dense(tmp / "chroma", layout.current_dir() if reusable else None, chunks, vectors, embedded)
         with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
             for c in chunks:
                 fh.write(json.dumps(chunk_to_json(c), ensure_ascii=False) + "\n")
@@ -346,5 +343,28 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         cache.close()
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def embedding_text(chunk: Chunk) -> str:
+    """What a chunk's vector and BM25 tokens are made from: its heading path, then its text."""
+    return f"{chunk.section}\n{chunk.text}" if chunk.section else chunk.text
+
+
+def write_dense(target: Path, previous: Path | None, chunks: list[Chunk], vectors, embedded: list[str]) -> None:
+    """The build's dense store. From a copy of the previous build's store when the pipeline is unchanged, deleting
+    and adding only the chunks whose id or text changed (at 10× the sample KB, inserting every vector again is
+    most of a rebuild); otherwise from scratch."""
+    hashes = [text_key(t) for t in embedded]
+    if previous is not None and (previous / "chroma").is_dir():
+        shutil.copytree(previous / "chroma", target)
+        store = DenseStore(target)
+    else:
+        store = DenseStore(target, create=True)
+    try:
+        old = store.fingerprints()
+        wanted = {c.id: h for c, h in zip(chunks, hashes)}
+        stale = [i for i, h in old.items() if wanted.get(i) != h]
+        store.delete(stale)
+        fresh = [n for n, c in enumerate(chunks) if old.get(c.id) != hashes[n]]
+        store.add([chunks[n].id for n in fresh], vectors[fresh], [{"doc": chunks[n].doc, "text_hash": hashes[n]} for n in fresh])
+    finally:
+        store.close()
+

@@ -25,7 +25,10 @@ def _client(path: Path):
 
 
 class DenseStore:
-    """Vectors keyed by the chunk's position in the build; cosine space."""
+    """Vectors keyed by chunk id ("docid#cid"), with the embedded text's hash in the metadata; cosine space.
+
+    Keyed by id, a build can start from a copy of the previous build's store and touch only what changed.
+    """
 
     def __init__(self, path: Path, create: bool = False):
         self.path = path
@@ -35,14 +38,22 @@ class DenseStore:
         else:
             self._col = self._client.get_collection(COLLECTION, embedding_function=None)
 
-    def add(self, vectors: np.ndarray, metadatas: Sequence[dict], documents: Sequence[str], batch: int = 2000) -> None:
-        for i in range(0, len(documents), batch):
+    def add(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict], batch: int = 2000) -> None:
+        for i in range(0, len(ids), batch):
             self._col.add(
-                ids=[str(j) for j in range(i, min(i + batch, len(documents)))],
+                ids=list(ids[i : i + batch]),
                 embeddings=np.asarray(vectors[i : i + batch], dtype=np.float32),
                 metadatas=list(metadatas[i : i + batch]),
-                documents=list(documents[i : i + batch]),
             )
+
+    def delete(self, ids: Sequence[str], batch: int = 2000) -> None:
+        for i in range(0, len(ids), batch):
+            self._col.delete(ids=list(ids[i : i + batch]))
+
+    def fingerprints(self) -> dict[str, str]:
+        """Chunk id → hash of the text its vector was made from."""
+        got = self._col.get(include=["metadatas"])
+        return {i: (m or {}).get("text_hash", "") for i, m in zip(got["ids"], got["metadatas"])}
 
     def close(self) -> None:
         """Release chromadb's shared system for this path (it is cached per path for the process's lifetime)."""
@@ -51,10 +62,10 @@ class DenseStore:
     def count(self) -> int:
         return self._col.count()
 
-    def top(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(chunk position, cosine similarity) best first."""
+    def top(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) best first."""
         n = self.count()
         if n == 0:
             return []
         res = self._col.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["distances"])
-        return [(int(i), 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
+        return [(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
