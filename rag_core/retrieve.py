@@ -95,8 +95,8 @@ class Retriever:
         t = time.perf_counter()
         if use_dense:
             vector = self.embedder.embed([self.tokenizer.expand(qn)])[0]
-            position = self.index.position
-            lists["dense"] = [position[cid] for cid, _ in self.index.dense.top(vector, self.cfg.dense_top) if cid in position]
+            lists["dense"] = [p for cid, _ in self.index.dense.top(vector, self.cfg.dense_top)
+                              if (p := self.index.dense_position(cid)) is not None]
         timings["dense"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()

@@ -60,6 +60,12 @@ class IndexReader:
             rows = [json.loads(line) for line in fh if line.strip()]
         return {r["docid"]: r for r in rows}
 
+    def dense_position(self, key: str) -> int | None:
+        """The chunk position of a dense-store key: a chunk id, or a position in builds made before 2026-11-30."""
+        if key in self.position:
+            return self.position[key]
+        return int(key) if key.isdigit() and int(key) < len(self.chunks) else None
+
     def close(self) -> None:
         if "dense" in self.__dict__:
             self.dense.close()
