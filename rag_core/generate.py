@@ -100,6 +100,22 @@ def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_
     return terms
 
 
+# What a grower asks for, and the headings under which a manual answers it: "怎么防治" is answered under
+# "防治方法", not under "发生季节", even when both sections name the disease.
+INTENTS = (
+    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|用什么药|用啥药|打什么药|打啥药|怎么处理|咋处理"),
+     re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防")),
+    (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"), re.compile(r"季节|时期|时间|月|物候|农事")),
+    (re.compile(r"怎么识别|咋识别|什么症状|啥症状|是什么病|是啥病|什么虫|啥虫|怎么看"), re.compile(r"症状|识别|诊断|特征")),
+    (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
+)
+INTENT_WEIGHT = 6.0  # as much as a four-character domain term
+
+
+def intent_bonus(question: str, heading: str) -> float:
+    return sum(INTENT_WEIGHT for asks, answers in INTENTS if asks.search(question) and answers.search(heading))
+
+
 def score_sentence(sentence: str, terms: dict[str, float]) -> float:
     return sum(w for t, w in terms.items() if t in sentence)
 
@@ -111,7 +127,6 @@ def extractive_answer(
     budget: int = 300,
     max_sources: int = 2,
     second_source_ratio: float = 0.9,
-    section_weight: float = 1.0,
     context: str = "",
 ) -> tuple[str, list[str]]:
     """The most relevant sentences of the top evidence, each group followed by its citation, without repeats and
@@ -123,12 +138,15 @@ def extractive_answer(
         text = hit.chunk.text
         prior = 1.0 / (1.0 + 0.25 * rank)
         # the nearest headings frame every sentence under them ("五、咖啡锈病的防治方法" answers "怎么防治")
-        framing = section_weight * score_sentence(" ".join(hit.chunk.section.split(" › ")[-2:]), terms)
+        # a sentence is read under its nearest headings: their terms count (once), and so does the kind of
+        # section a question asks for ("怎么防治" → "防治方法", not "发生季节")
+        heading = " ".join(hit.chunk.section.split(" › ")[-2:])
+        framing = intent_bonus(question, heading)
         for s, e in sentence_spans(text, ends=FULL_STOP):
             sent = text[s:e].strip()
             if len(sent) < 4 or _is_heading(sent, hit.chunk.section):
                 continue
-            score = (score_sentence(sent, terms) + framing) * prior
+            score = (score_sentence(f"{heading}\n{sent}", terms) + framing) * prior
             if score > 0:
                 candidates.append(_Sentence(rank, s, sent, score))
     if not candidates:
@@ -170,5 +188,5 @@ _LEAD = re.compile(r"^\s*(?:[-*•]|\d+(?:\.\d+)+\s|\d+[.、）)]|（\d+）|[①
 
 
 def _end_sentence(text: str) -> str:
-    text = _LEAD.sub("", text.strip())
-    return text if text[-1:] in "。！？；!?;" else text + "。"
+    text = _LEAD.sub("", text.strip()).rstrip("；;，,、：:")
+    return text if text[-1:] in "。！？!?" else text + "。"

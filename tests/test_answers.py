@@ -205,3 +205,9 @@ def test_history_goes_into_the_prompt_clipped(sample_cfg):
     assert messages[1] == {"role": "user", "content": "卡蒂姆叶子背面有黄粉"}
     assert messages[2]["role"] == "assistant" and len(messages[2]["content"]) == 800
     assert "结合上文" in messages[-1]["content"]  # the rewritten question goes into the prompt too
+
+
+def test_how_to_control_is_answered_from_the_control_section(sample_engine):
+    a = sample_engine.answer("咖啡锈病怎么防治？")
+    assert a.citations and "防治" in a.citations[0].section
+    assert not a.text.rstrip("[]0123456789abcdef#").endswith("；")
