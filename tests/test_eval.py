@@ -12,9 +12,9 @@ from rag_core.records import Chunk
 from tests.conftest import SHARED_EVAL
 
 # Citation F1 of the offline systems on ../shared/eval/dev.jsonl when these floors were set (2026-11-30):
-# full 0.640, BM25-only 0.655 (weight-free embedder, no cross-encoder, extractive answers). The floors sit a
+# full 0.648, BM25-only 0.652 (weight-free embedder, no cross-encoder, extractive answers). The floors sit a
 # little under, so a real regression fails CI.
-FLOOR_F1 = {"full": 0.61, "b2b": 0.62}
+FLOOR_F1 = {"full": 0.62, "b2b": 0.62}
 
 
 def chunk(cid: int, start: int, text: str) -> Chunk:
