@@ -17,6 +17,12 @@ log = logging.getLogger(__name__)
 
 EXTRACTIVE_HEADER = "以下内容摘自知识库："
 NOT_COVERED = "抱歉，知识库中没有找到能回答这个问题的内容，我不便凭空作答。建议咨询当地农业技术推广部门或咖啡专业合作社。"
+NOT_COVERED_TOPIC = "抱歉，知识库中没有关于“{topic}”的内容，我不便凭空作答。建议咨询当地农业技术推广部门或咖啡专业合作社。"
+
+
+def not_covered(topic: str = "") -> str:
+    """The refusal, naming the topic the knowledge base lacks when it is known."""
+    return NOT_COVERED_TOPIC.format(topic=topic) if topic else NOT_COVERED
 
 SYSTEM_PROMPT = """你是云南小粒咖啡种植顾问，为咖啡农解答生产问题。请严格遵守：
 1. 只根据下面提供的【资料】回答，不要使用资料以外的知识，不要编造数字、药名或浓度。

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from .citations import backfill, validate_citations
 from .config import Config
-from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer
+from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered
 from .history import inject_history, rewrite_query
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
@@ -101,7 +101,7 @@ class Engine:
         coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text)
         covered = bool(hits) and (coverage.covered or not options.refuse)
         if not covered:
-            text, mode, cited = NOT_COVERED, "extractive", []
+            text, mode, cited = not_covered(coverage.missing), "extractive", []
         else:
             text, mode, cited = None, "extractive", []
             if self.chat is not None and options.llm:

@@ -96,10 +96,14 @@ def test_extractive_answer_cites_every_sentence_group(sample_engine):
     assert "9–12 月" in a.text or "9-12" in a.text  # the season the knowledge base gives
 
 
-@pytest.mark.parametrize("question", ["今年普洱咖啡鲜果收购价多少钱一公斤？", "咖啡叶子上有红蜘蛛，用啥药打？", "种咖啡政府有没有补贴？"])
-def test_questions_the_kb_does_not_cover_are_refused_without_citations(sample_engine, question):
+@pytest.mark.parametrize(
+    "question, topic",
+    [("今年普洱咖啡鲜果收购价多少钱一公斤？", "多少钱"), ("咖啡叶子上有红蜘蛛，用啥药打？", "红蜘蛛"), ("种咖啡政府有没有补贴？", "政府")],
+)
+def test_questions_the_kb_does_not_cover_are_refused_without_citations(sample_engine, question, topic):
     a = sample_engine.answer(question)
-    assert not a.covered and a.citations == () and a.text == NOT_COVERED
+    assert not a.covered and a.citations == ()
+    assert a.text.startswith("抱歉，知识库中没有") and f"“{topic}”" in a.text
 
 
 def test_bad_queries(sample_engine):
