@@ -241,7 +241,7 @@ async def test_flow_service_account_three_deliveries_one_generation_one_push(bot
         deliveries = await wx.deliver(wx.text(USER, QUESTION), timeout=STEP, spacing=STEP, until_reply=False, t0=t0)
         pushes = await api.wait_for_pushes(1)
         await asyncio.sleep(0.5)
-    assert [d.reply for d in deliveries] == ["success"] * 3 and all(d.elapsed < 0.3 for d in deliveries)
+    assert [d.reply for d in deliveries] == ["success"] * 3 and all(d.elapsed < 1.0 for d in deliveries)  # at once: far under the 4.5 s hold, with slack for a loaded CI box
     assert len(slow.calls) == 1 and len(api.pushes) == 1 and pushes[0].touser == USER
     assert "来源" in pushes[0].content
     assert ledger_rows(tmp_path)[0][1:3] == ("pushed", 3)
