@@ -169,6 +169,11 @@ class Rebuilder:
                 log.exception("rebuild failed, the current index keeps serving")
                 await self._notify(f"索引重建失败，继续使用原索引：{exc}")
             else:
+                if report.swapped and hasattr(self.engine, "refresh"):
+                    try:  # load the new build now, off the loop, so no grower's question waits for it
+                        await _in_daemon_thread(self.engine.refresh)
+                    except Exception:  # noqa: BLE001 - the next question loads it (or says the index is missing)
+                        log.exception("could not load the new build %s ahead of questions", report.build_id)
                 self.last, self.last_error = report, None
                 self.last_text = report_text(report, trigger, before.get("chunk_count") if before else None)
                 log.info("%s", self.last_text)

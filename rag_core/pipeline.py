@@ -49,17 +49,33 @@ class Engine:
 
     @property
     def retriever(self) -> Retriever:
-        """The retriever over the current build; reloaded when a new build has been swapped in."""
+        """The retriever over the current build. After a swap, one caller loads the new build while everyone else
+        keeps answering from the old one; a first load (nothing to serve yet) waits for it."""
         current = Layout(self.cfg.data_dir).current_id()
-        with self._lock:
-            if self._retriever is None or (current and self._retriever.index.build_id != current):
-                index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine)
-                if self._retired is not None:  # two swaps ago: no query can still be reading it
-                    self._retired.index.close()
-                self._retired = self._retriever  # queries in flight may still read the one just replaced
-                self._retriever = Retriever(index, self.tokenizer, self.embedder, self.reranker, self.cfg.retrieval, self.warnings)
-                log.info("serving index build %s (%d chunks)", index.build_id, len(index.chunks))
+        serving = self._retriever
+        if serving is not None and (not current or serving.index.build_id == current):
+            return serving
+        if not self._lock.acquire(blocking=serving is None):
+            return serving  # another thread is loading the new build
+        try:
+            if self._retriever is serving:
+                self._load()
             return self._retriever
+        finally:
+            self._lock.release()
+
+    def _load(self) -> None:
+        index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine)
+        retriever = Retriever(index, self.tokenizer, self.embedder, self.reranker, self.cfg.retrieval, self.warnings)
+        index.warm()  # BM25 index, dense store, corpus text: built here, not in the first question after a swap
+        if self._retired is not None:  # two swaps ago: no query can still be reading it
+            self._retired.index.close()
+        self._retired, self._retriever = self._retriever, retriever
+        log.info("serving index build %s (%d chunks)", index.build_id, len(index.chunks))
+
+    def refresh(self) -> None:
+        """Load the current build now (called by the rebuilder after a swap, off the event loop)."""
+        _ = self.retriever
 
     @property
     def index(self) -> IndexReader:
