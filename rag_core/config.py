@@ -103,6 +103,8 @@ class WeChatConfig:
     push: str = "customer_service"  # "customer_service" or "none"
     hold_s: float = 4.5
     max_body_bytes: int = 64 * 1024
+    mode: str = "auto"  # "safe" (encrypted only), "compatible" (both), "plain"; auto: safe iff the AES key is set
+    max_age_s: int = 300  # callbacks whose signed timestamp is further than this from now are refused (403)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,15 @@ class IndexConfig:
 
 
 @dataclass(frozen=True)
+class LogConfig:
+    file: str = ""  # a log file beside stderr (relative to the config file's folder); "" = stderr only
+    file_level: str = "INFO"  # the file records at least this (more with -v/-vv)
+    max_bytes: int = 10 * 1024 * 1024  # rotate the file at this size …
+    backup_count: int = 5  # … keeping this many old files
+    levels: tuple[str, ...] = ()  # "logger=LEVEL" overrides, e.g. "httpx=INFO" (third-party loggers: WARNING)
+
+
+@dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
@@ -128,6 +139,7 @@ class Config:
     telegram: TelegramConfig = field(default_factory=TelegramConfig)
     wechat: WeChatConfig = field(default_factory=WeChatConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
+    log: LogConfig = field(default_factory=LogConfig)
     root: Path = Path(".")  # the folder relative paths are resolved against (the config file's folder)
 
     @property
@@ -187,6 +199,8 @@ _CHOICES = {
     ("retrieval", "bm25_engine"): ("auto", "rank_bm25", "bm25s"),
     ("telegram", "mode"): ("polling", "webhook"),
     ("wechat", "push"): ("customer_service", "none"),
+    ("wechat", "mode"): ("auto", "safe", "compatible", "plain"),
+    ("log", "file_level"): ("DEBUG", "INFO", "WARNING", "ERROR"),
 }
 
 
@@ -196,6 +210,9 @@ _MINIMA = {
     ("retrieval", "rerank_candidates"): 1,
     ("bot", "max_concurrent"): 1,
     ("bot", "history_retention_days"): 1,
+    ("wechat", "max_age_s"): 1,
+    ("log", "max_bytes"): 1024,
+    ("log", "backup_count"): 1,
 }
 
 
