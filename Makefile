@@ -31,6 +31,7 @@ index: $(STAMP)
 	$(BIN)/coffeebot index
 
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/retrieval.py
 
 clean:

@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from rag_core.config import Config, Secrets
 
 from .history_store import HistoryStore
+from .monitor import Monitor, MonitorServer
 from .service import ChatService
+from .version import version
 
 if TYPE_CHECKING:
     from .scheduler import IndexScheduler, Rebuilder
 
 log = logging.getLogger(__name__)
+# The one start-up line: shown at the default level (WARNING) without letting anyone else's INFO through.
+startup_log = logging.getLogger("coffeebot.startup")
 
 
 @dataclass
@@ -28,6 +32,7 @@ class Running:
     rebuilder: "Rebuilder"
     triggers: "IndexScheduler | None"
     close: Callable[[], Awaitable[None]]
+    monitor: Monitor
 
 
 async def start_services(
@@ -57,12 +62,13 @@ async def start_services(
             scheduler.stop()
         await history.close()
 
-    return Running(service, rebuilder, scheduler, close)
+    return Running(service, rebuilder, scheduler, close, Monitor(cfg, service))
 
 
 async def open_service(cfg: Config, args=None, console_admin: bool = False, engine=None) -> tuple[ChatService, Callable[[], Awaitable[None]]]:
     """The chat service (see `start_services`). An interactive console also runs the index triggers and prints
-    the admin reports; piped input (`echo 问题 | coffeebot chat`) does not start them."""
+    the admin reports; piped input (`echo 问题 | coffeebot chat`) does not start them. Under `coffeebot serve`
+    (the console as the daemon's only channel) /healthz and /metrics are served on `[monitor] host:port`."""
     interactive = console_admin and sys.stdin.isatty()
     running = await start_services(cfg, args, console_admin, engine, triggers=interactive)
     if interactive:
@@ -70,10 +76,23 @@ async def open_service(cfg: Config, args=None, console_admin: bool = False, engi
             print(f"\n【管理员通知】\n{text}\n", file=sys.stderr)
 
         running.rebuilder.subscribe(to_terminal)
-    return running.service, running.close
+    if getattr(args, "command", None) != "serve":
+        return running.service, running.close
+    running.monitor.add_channel("console", {"connected": True, "listen": "stdin"})
+    server = MonitorServer(running.monitor)
+    await server.start()
+    announce(cfg, running, {"console": "stdin" if interactive else "stdin (piped)"}, server.url)
+
+    async def close() -> None:
+        await server.stop()
+        await running.close()
+
+    return running.service, close
 
 
 def serve(cfg: Config, args) -> int:
+    if startup_log.level == logging.NOTSET:  # not set by the logging configuration: show the start-up line
+        startup_log.setLevel(logging.INFO)
     secrets = Secrets.from_env()
     channels = []
     if secrets.telegram_token:
@@ -95,24 +114,78 @@ async def _serve_channels(cfg: Config, args, secrets: Secrets, channels: list[st
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     runners = []
+    monitor_server: MonitorServer | None = None
     try:
         if "telegram" in channels:
             from .telegram import TelegramChannel
 
             runners.append(TelegramChannel(cfg, secrets.telegram_token, service))
+            running.monitor.add_channel("telegram", runners[-1])
         if "wechat" in channels:
             from .wechat import WeChatChannel
 
             runners.append(WeChatChannel(cfg, secrets, service))
+            runners[-1].monitor = running.monitor  # /healthz and /metrics ride on the WeChat server
+            running.monitor.add_channel("wechat", runners[-1])
+        else:
+            monitor_server = MonitorServer(running.monitor)
+            await monitor_server.start()
         for r in runners:
             await r.start()
             if hasattr(r, "notify_admins"):  # build reports go to the admins of every channel that can reach them
                 running.rebuilder.subscribe(r.notify_admins)
-        log.info("serving on %s", ", ".join(channels))
+        monitor_url = monitor_server.url if monitor_server else _wechat_url(cfg, runners[-1])
+        announce(cfg, running, {name: _how_it_listens(cfg, name, r) for name, r in zip(channels, runners)}, monitor_url)
         await stop.wait()
     finally:
         for r in reversed(runners):
             await r.stop()
+        if monitor_server is not None:
+            await monitor_server.stop()
         await close()
     print("stopped", file=sys.stderr)
     return 0
+
+
+# ---- the start-up line ---------------------------------------------------------------------------------------------
+
+
+def _wechat_url(cfg: Config, channel) -> str:
+    return f"http://{cfg.wechat.host}:{getattr(channel, 'port', None) or cfg.wechat.port}"
+
+
+def _how_it_listens(cfg: Config, name: str, channel) -> str:
+    if name == "wechat":
+        mode = "push" if cfg.wechat.push == "customer_service" else "passive replies"
+        return f"callback {_wechat_url(cfg, channel)}{cfg.wechat.path}, {mode}"
+    if name == "telegram":
+        if cfg.telegram.mode == "webhook":
+            return f"webhook on {cfg.telegram.listen}:{cfg.telegram.port}"
+        proxy = getattr(cfg.telegram, "proxy", "")
+        return "polling" + (" through a proxy" if proxy else "")
+    return name
+
+
+def startup_text(cfg: Config, running: Running, listening: dict[str, str], monitor_url: str | None) -> str:
+    """One line: version, channels and how they listen, the monitor, the index build, models or their fallbacks."""
+    engine = running.service.engine
+    channels = ", ".join(f"{name} ({how})" for name, how in listening.items())
+    monitor = f"{monitor_url}/healthz and /metrics" if monitor_url else "no /healthz (address in use)"
+    state = running.monitor.index_state()
+    index = "no index build" if not state["build"] else (
+        f"index build {state['build']} ({state.get('chunks')} chunks, built {state.get('built_at', '?')})")
+    embedder = getattr(engine.embedder, "name", "?")
+    if embedder != cfg.models.embedder and cfg.models.embedder not in ("hashing", "bundled"):
+        embedder += f" (fallback: {cfg.models.embedder} not available)"
+    reranker = getattr(engine.reranker, "name", None) or "none (fusion order)"
+    chat = getattr(engine.chat, "model_name", None)
+    answers = f"LLM {chat}" if chat else "extractive (no LLM key)"
+    return (f"coffeebot {version()} up: {channels}; {monitor}; {index}; embedder {embedder}, reranker {reranker}, "
+            f"answers {answers}")
+
+
+def announce(cfg: Config, running: Running, listening: dict[str, str], monitor_url: str | None) -> None:
+    try:
+        startup_log.info("%s", startup_text(cfg, running, listening, monitor_url))
+    except Exception:  # noqa: BLE001 - a start-up line must never stop the start-up
+        log.exception("could not compose the start-up line")

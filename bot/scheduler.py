@@ -30,6 +30,8 @@ from rag_core.config import Config
 from rag_core.index.build import BuildInProgress, BuildReport, EmptyKnowledgeBase, build_index, scan_kb
 from rag_core.index.layout import Layout
 
+from . import metrics
+
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], Awaitable[None]]
@@ -178,6 +180,7 @@ class Rebuilder:
                 self.last_text = report_text(report, trigger, before.get("chunk_count") if before else None)
                 log.info("%s", self.last_text)
                 await self._notify(self.last_text)
+            metrics.observe_rebuild(report)  # swapped, rejected by the gate, or failed (None)
             if not self._again:
                 return report
             trigger = "、".join(dict.fromkeys(t for t in self._again if t)) or "合并的请求"

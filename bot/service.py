@@ -21,6 +21,7 @@ from rag_core.records import Answer, Chunk, Turn
 from rag_core.retrieve import QueryError
 from rag_core.sources import resolve_source
 
+from . import metrics
 from .formatting import Footnoted, footnote
 from .history_store import HistoryStore
 
@@ -143,6 +144,7 @@ class ChatService:
 
     async def ask(self, channel: str, chat_id: str, question: str) -> Reply:
         """Answer a question with this chat's history; both turns are stored before the reply goes out."""
+        metrics.count_question(channel)
         history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns) + 1)
         if history and history[-1] == Turn("user", question):
             history = history[:-1]  # the same question again after a crash or a platform re-delivery: stored once
@@ -159,6 +161,7 @@ class ChatService:
         except Exception:
             log.exception("answering failed for %s:%s", channel, chat_id)
             return plain("error", BUSY_ERROR)
+        metrics.observe_answer(answer)  # by mode, LLM errors, per-stage latency (bot/metrics.py)
         await self.history.add_turn(channel, chat_id, "assistant", answer.text, [c.id for c in answer.citations])
         return self.answer_reply(answer)
 

@@ -32,7 +32,9 @@ from wechatpy.utils import check_signature
 
 from rag_core.config import Config, Secrets
 
+from . import metrics
 from .formatting import Footnoted, split_text, wechat_text
+from .monitor import add_routes
 from .service import BUSY_ERROR, NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain, welcome
 from .wechat_ledger import Entry, Ledger
 
@@ -145,6 +147,7 @@ class WeChatChannel:
         app = web.Application(client_max_size=self.cfg.max_body_bytes)
         app.router.add_get(self.cfg.path, self._on_verify)
         app.router.add_post(self.cfg.path, self._on_message)
+        add_routes(app, getattr(self, "monitor", None))  # GET /healthz, /metrics (bot/monitor.py; set by bot/app.py)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         try:
             await self._runner.setup()
@@ -250,6 +253,7 @@ class WeChatChannel:
             await self.ledger.purge(self._purged_at - KEEP_LEDGER_S)
         text = (msg.content or "") if static is None else f"[{msg.type}]"
         entry = await self.ledger.record_delivery(key, openid, created, text, static)
+        metrics.observe_wechat_delivery(entry.deliveries)
         if entry.deliveries > 1:
             log.info("WeChat delivery %d of %s (%s)", entry.deliveries, key, entry.state)
         if static is not None:  # a constant reply, given passively: nothing to generate

@@ -128,6 +128,12 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class MonitorConfig:
+    host: str = "127.0.0.1"  # GET /healthz and /metrics when no WeChat server runs (else on the WeChat server)
+    port: int = 9810  # 0: any free port (tests)
+
+
+@dataclass(frozen=True)
 class Config:
     paths: PathsConfig = field(default_factory=PathsConfig)
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
@@ -139,6 +145,7 @@ class Config:
     telegram: TelegramConfig = field(default_factory=TelegramConfig)
     wechat: WeChatConfig = field(default_factory=WeChatConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
     log: LogConfig = field(default_factory=LogConfig)
     root: Path = Path(".")  # the folder relative paths are resolved against (the config file's folder)
 
