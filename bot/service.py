@@ -132,7 +132,7 @@ class ChatService:
     def is_admin(self, channel: str, user_id: str) -> bool:
         return user_id in admin_ids(self.cfg.bot.admins, channel)
 
-    async def handle(self, msg: Incoming) -> Reply:
+    async def handle(self, msg: Incoming, on_delta: Callable[[str], None] | None = None) -> Reply:
         text = msg.text.strip()
         if text.startswith("/"):
             return await self._command(msg, text)
@@ -140,10 +140,11 @@ class ChatService:
             return plain("notice", EMPTY_QUESTION)
         if not self.limiter.allow((msg.channel, msg.chat_id)):
             return plain("notice", RATE_LIMITED)
-        return await self.ask(msg.channel, msg.chat_id, text)
+        return await self.ask(msg.channel, msg.chat_id, text, on_delta)
 
-    async def ask(self, channel: str, chat_id: str, question: str) -> Reply:
-        """Answer a question with this chat's history; both turns are stored before the reply goes out."""
+    async def ask(self, channel: str, chat_id: str, question: str, on_delta: Callable[[str], None] | None = None) -> Reply:
+        """Answer a question with this chat's history; both turns are stored before the reply goes out.
+        `on_delta` gets the LLM's text as it streams (from a worker thread), for channels that show it growing."""
         metrics.count_question(channel)
         history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns) + 1)
         if history and history[-1] == Turn("user", question):
@@ -152,7 +153,7 @@ class ChatService:
             await self.history.add_turn(channel, chat_id, "user", question)
         try:
             async with self._slots:
-                answer = await asyncio.to_thread(self.engine.answer, question, history)
+                answer = await asyncio.to_thread(self.engine.answer, question, history, on_delta=on_delta)
         except QueryError:
             return plain("notice", EMPTY_QUESTION)
         except IndexUnavailable as exc:

@@ -1,9 +1,20 @@
-"""The Telegram channel (python-telegram-bot ≥ 21): updates in, HTML messages out.
+"""The Telegram channel (python-telegram-bot ≥ 22.6): updates in, HTML messages out.
 
 Thin on purpose: commands, rate limits, history and answers live in `ChatService`; this module only knows the wire:
-who is addressed in a group, "typing…", HTML pieces under Telegram's limits, source buttons, and flood control.
-Long polling by default; `[telegram] mode = "webhook"` serves a webhook guarded by a secret derived from the token
-(that needs `python-telegram-bot[webhooks]`, i.e. tornado).
+who is addressed in a group, "typing…", a streamed answer, HTML pieces under Telegram's limits, source buttons.
+
+- Polling is our own loop over `Bot.get_updates`: each batch is stored in the durable inbox (bot/inbox.py) before
+  the next call confirms it to Telegram, and each update is marked done once handled, so a crash loses no question;
+  on start the stored ones without an answer are handled first. `[telegram] mode = "webhook"` serves a webhook
+  guarded by a secret derived from the token (that needs `python-telegram-bot[webhooks]`, i.e. tornado).
+- Connecting never ends the process: with no route to Telegram (blocked, no proxy, proxy down) the channel retries
+  with capped exponential backoff, one log line per attempt, while the other channels keep running; `status()` says
+  where it stands. `[telegram] proxy` sends every call through an HTTP or SOCKS5 proxy (PTB's own settings).
+- Flood control (429) is PTB's `AIORateLimiter`: it spaces messages within Telegram's limits and waits out a
+  RetryAfter before resending.
+- With an LLM the answer grows in one message while it is written: a draft (`sendMessageDraft`) in private chats,
+  edits of one message in groups, at most once per `[telegram] stream_interval_s`; then the final text with
+  footnotes and 原文 buttons. Partial texts never show citation ids: citations are validated on the final text only.
 """
 from __future__ import annotations
 
@@ -12,20 +23,20 @@ import hashlib
 import hmac
 import logging
 import re
-import warnings
-from datetime import timedelta
+import time
 from html import unescape
-from typing import Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 from urllib.parse import urlsplit
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
-from telegram.error import BadRequest, RetryAfter, TelegramError
-from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import AIORateLimiter, Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from rag_core.config import Config
 
 from .formatting import escape_html, split_text, telegram_html
+from .inbox import MAX_ATTEMPTS, Inbox
 from .service import NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain
 
 log = logging.getLogger(__name__)
@@ -34,8 +45,9 @@ T = TypeVar("T")
 CHANNEL = "telegram"
 SOURCE_PREFIX = "src:"  # callback data of a 原文n button: "src:e76faa05#3" (Telegram allows 64 bytes)
 MESSAGE_LIMIT = 4096  # UTF-16 code units
-SEND_ATTEMPTS = 3  # first try plus retries after a 429
-MAX_RETRY_WAIT_S = 60.0  # a longer flood wait is not worth holding a handler for
+SEND_RETRIES = 2  # resends after a 429 (AIORateLimiter waits out the RetryAfter first)
+ALLOWED_UPDATES = ["message", "callback_query"]
+GROUP_STREAM_INTERVAL_S = 3.0  # Telegram allows about 20 messages (edits too) per minute in a group
 COMMANDS = [("start", "开始使用"), ("help", "帮助"), ("source", "查看引用原文，例如 /source e76faa05#3"),
             ("reset", "清除对话记录")]
 MEDIA = (filters.VOICE | filters.AUDIO | filters.PHOTO | filters.Sticker.ALL | filters.VIDEO | filters.VIDEO_NOTE
@@ -43,6 +55,7 @@ MEDIA = (filters.VOICE | filters.AUDIO | filters.PHOTO | filters.Sticker.ALL | f
 _GROUPS = (ChatType.GROUP, ChatType.SUPERGROUP)
 _COMMAND_RE = re.compile(r"^(/[A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(.*)$", re.DOTALL)
 _TAG_RE = re.compile(r"<[^<>]+>")
+_PARTIAL_CITATION_RE = re.compile(r"[ \t]*[\[【][^\[\]【】\n]{0,80}#[^\[\]【】\n]{0,16}[\]】]")
 
 
 def webhook_secret(token: str) -> str:
@@ -66,6 +79,25 @@ def reply_html(reply: Reply) -> list[str]:
     return split_text(body, MESSAGE_LIMIT, lambda s: len(s.encode("utf-16-le")) // 2, html=True)
 
 
+def partial_text(raw: str) -> str:
+    """What a user sees of an answer still being written: the LLM's text without citation ids (they are checked,
+    numbered and footnoted only in the final text), a half-written "[…" cut off, at most one message long."""
+    text = _PARTIAL_CITATION_RE.sub("", raw)
+    opened = max(text.rfind("["), text.rfind("【"))
+    if opened >= 0 and "]" not in text[opened:] and "】" not in text[opened:]:
+        text = text[:opened]
+    text = text.strip()
+    if len(text.encode("utf-16-le")) // 2 > MESSAGE_LIMIT - 2:
+        text = text[:MESSAGE_LIMIT // 2 - 1] + "…"
+    return text
+
+
+def redact_proxy(url: str) -> str:
+    """A proxy URL for logs and /healthz: scheme, host and port, never a user or password."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "") if parts.hostname else "?"
+
+
 def addressed_text(msg: Message, bot_id: int, username: str) -> str | None:
     """The text meant for the bot with its @mention removed; None for a group message not addressed to the bot."""
     text = msg.text or msg.caption or ""
@@ -85,62 +117,191 @@ def addressed_text(msg: Message, bot_id: int, username: str) -> str | None:
     return text.strip()
 
 
-def _retry_seconds(exc: RetryAfter) -> float:
-    with warnings.catch_warnings():  # PTB 22 warns that the int form is deprecated in favour of timedelta
-        warnings.simplefilter("ignore")
-        wait = exc.retry_after
-    return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
-
-
 class TelegramChannel:
-    """Runs one bot: `await start()` returns once polling (or the webhook) is up; `await stop()` drains and closes."""
+    """Runs one bot: `await start()` returns once connected or, when Telegram cannot be reached, once retrying has
+    begun in the background; `await stop()` stops fetching, lets answers in progress be sent, and closes."""
 
     typing_every_s = 4.0  # Telegram shows "typing…" for about 5 s per chat action
+    poll_timeout_s = 20  # long polling: Telegram holds an empty getUpdates this long
+    retry_first_s = 1.0  # reconnect backoff: 1 s, 2 s, 4 s, … up to [telegram] retry_max_s
+    drain_s = 30.0  # how long stop() waits for answers in progress (the rest are answered after the restart)
 
     def __init__(self, cfg: Config, token: str, service: ChatService) -> None:
         self.cfg, self.service, self._token = cfg, service, token
         tg = cfg.telegram
-        self.app: Application = (
+        builder = (
             Application.builder().token(token).base_url(tg.base_url).base_file_url(tg.base_file_url)
-            .concurrent_updates(max(1, cfg.bot.max_concurrent) * 4).build()
+            .rate_limiter(AIORateLimiter(max_retries=SEND_RETRIES))
         )
+        if tg.proxy:
+            builder = builder.proxy(tg.proxy).get_updates_proxy(tg.proxy)
+        if tg.mode == "polling":
+            builder = builder.updater(None)  # our own loop confirms updates only once they are stored
+        else:
+            builder = builder.concurrent_updates(max(1, cfg.bot.max_concurrent) * 4)
+        self.app: Application = builder.build()
         new = filters.UpdateType.MESSAGE  # edits and channel posts are not questions
         self.app.add_handler(CallbackQueryHandler(self.on_source_button, pattern=f"^{SOURCE_PREFIX}"))
         self.app.add_handler(MessageHandler(new & filters.COMMAND, self.on_command))
         self.app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, self.on_text))
         self.app.add_handler(MessageHandler(new & MEDIA, self.on_media))
         self.app.add_error_handler(self.on_error)
+        self.inbox: Inbox | None = None
+        self._slots = asyncio.Semaphore(max(1, cfg.bot.max_concurrent) * 4)  # updates handled at once
+        self._handling: set[asyncio.Task] = set()
+        self._runner: asyncio.Task | None = None
+        self._state, self._since, self._attempt, self._last_error = "starting", time.time(), 0, ""
 
+    # -- lifecycle ------------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect (getMe), publish the command list, then start polling or the webhook."""
+        """Open the inbox and connect; with no route to Telegram, keep trying in the background and return."""
         tg = self.cfg.telegram
         if tg.mode == "webhook" and not tg.webhook_url:
             raise ValueError('[telegram] webhook_url must be set when [telegram] mode = "webhook"')
-        await self.app.initialize()
+        if tg.mode == "polling":
+            bot_id = int(self._token.partition(":")[0]) if self._token.partition(":")[0].isdigit() else 0
+            self.inbox = await Inbox.open(self.cfg.data_dir / tg.inbox_db, bot_id)
         try:
-            await self._retrying(lambda: self.app.bot.set_my_commands(COMMANDS), "the command list")
-            await self.app.start()
-            if tg.mode == "webhook":
-                await self.app.updater.start_webhook(  # type: ignore[union-attr]
-                    listen=tg.listen, port=tg.port, url_path=urlsplit(tg.webhook_url).path.lstrip("/"),
-                    webhook_url=tg.webhook_url, secret_token=webhook_secret(self._token),
-                    allowed_updates=["message", "callback_query"], drop_pending_updates=False)
-            else:
-                await self.app.updater.start_polling(  # type: ignore[union-attr]
-                    allowed_updates=["message", "callback_query"], drop_pending_updates=False)
+            await self._connect()
+        except TelegramError as exc:
+            self._failed(exc, self.retry_first_s)
+            self._runner = asyncio.create_task(self._reconnect(), name="telegram-reconnect")
+            return
         except BaseException:
             await self.stop()
             raise
-        log.info("telegram: @%s is up (%s)", self.app.bot.username, tg.mode)
+        self._connected()
+        if tg.mode == "polling":
+            self._runner = asyncio.create_task(self._poll(), name="telegram-polling")
 
     async def stop(self) -> None:
-        """Stop fetching updates, let answers in progress be sent, then close the HTTP clients."""
+        """Stop fetching updates, let answers in progress be sent, then close the HTTP clients and the inbox."""
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+        if self._handling:
+            done, unfinished = await asyncio.wait(set(self._handling), timeout=self.drain_s)
+            for task in unfinished:  # still in the inbox: answered after the restart
+                task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
         updater = self.app.updater
         if updater is not None and updater.running:
             await updater.stop()
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()
+        if self.inbox is not None:
+            await self.inbox.close()
+            self.inbox = None
+        self._state = "stopped"
+
+    def status(self) -> dict[str, Any]:
+        """Where the channel stands, for /healthz: state "connected" / "retrying" / "starting" / "stopped"."""
+        tg = self.cfg.telegram
+        return {"channel": CHANNEL, "state": self._state, "connected": self._state == "connected",
+                "since": self._since, "attempts": self._attempt, "last_error": self._last_error or None,
+                "mode": tg.mode, "proxy": redact_proxy(tg.proxy) if tg.proxy else None,
+                "in_progress": len(self._handling)}
+
+    async def _connect(self) -> None:
+        """getMe, the command list, then the webhook (or, for polling, no webhook left in the way)."""
+        tg = self.cfg.telegram
+        await self.app.initialize()
+        await self.app.bot.set_my_commands(COMMANDS)
+        if tg.mode == "webhook":
+            if not self.app.running:
+                await self.app.start()
+            await self.app.updater.start_webhook(  # type: ignore[union-attr]
+                listen=tg.listen, port=tg.port, url_path=urlsplit(tg.webhook_url).path.lstrip("/"),
+                webhook_url=tg.webhook_url, secret_token=webhook_secret(self._token),
+                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
+        else:
+            await self.app.bot.delete_webhook(drop_pending_updates=False)
+            if not self.app.running:
+                await self.app.start()
+
+    def _connected(self) -> None:
+        if self._state != "connected":
+            how = self.cfg.telegram.mode + (f" via {redact_proxy(self.cfg.telegram.proxy)}" if self.cfg.telegram.proxy else "")
+            log.info("telegram: @%s is up (%s)%s", self.app.bot.username, how,
+                     f" after {self._attempt} failed attempts" if self._attempt else "")
+        self._state, self._since, self._attempt = "connected", time.time(), 0
+
+    def _failed(self, exc: BaseException, retry_in: float) -> None:
+        """One line per failed attempt: what went wrong (never the token) and when the next try is."""
+        self._attempt += 1
+        if self._state != "retrying":
+            self._since = time.time()
+        self._state = "retrying"
+        self._last_error = f"{type(exc).__name__}: {exc}".replace(self._token, "<token>")[:300]
+        via = f" via {redact_proxy(self.cfg.telegram.proxy)}" if self.cfg.telegram.proxy else ""
+        log.warning("telegram: cannot reach the Bot API%s (attempt %d: %s); retrying in %.0f s",
+                    via, self._attempt, self._last_error, retry_in)
+
+    async def _reconnect(self) -> None:
+        delay = self.retry_first_s
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.cfg.telegram.retry_max_s)
+            try:
+                await self._connect()
+            except TelegramError as exc:
+                self._failed(exc, delay)
+                continue
+            break
+        self._connected()
+        if self.cfg.telegram.mode == "polling":
+            await self._poll()
+
+    # -- polling through the inbox ----------------------------------------------------------------------------------
+    async def _poll(self) -> None:
+        """Handle what the inbox kept from before, then fetch → store → confirm (the next offset) → handle."""
+        assert self.inbox is not None
+        found = await self.inbox.recover(self.cfg.telegram.inbox_max_age_s)
+        if found.pending or found.stale or found.abandoned:
+            log.info("telegram: %d stored updates from before the restart to handle; %d skipped as older than %d s, "
+                     "%d after %s attempts", len(found.pending), found.stale, self.cfg.telegram.inbox_max_age_s,
+                     found.abandoned, MAX_ATTEMPTS)
+        for stored in found.pending:
+            update = Update.de_json(stored.payload, self.app.bot)
+            if update is not None:
+                self._handle(update)
+        offset, delay = 0, self.retry_first_s
+        while True:
+            try:
+                updates = await self.app.bot.get_updates(offset=offset, timeout=self.poll_timeout_s,
+                                                         allowed_updates=ALLOWED_UPDATES)
+            except TelegramError as exc:
+                self._failed(exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.cfg.telegram.retry_max_s)
+                continue
+            self._connected()
+            try:
+                fresh = await self.inbox.store([(u.update_id, u.to_dict()) for u in updates])
+            except Exception:  # not stored, so not confirmed: the same batch is fetched again
+                log.exception("telegram: could not store %d updates; fetching them again in %.0f s", len(updates), delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.cfg.telegram.retry_max_s)
+                continue
+            delay = self.retry_first_s
+            if updates:
+                offset = max(u.update_id for u in updates) + 1
+            for update in updates:
+                if update.update_id in fresh:
+                    self._handle(update)
+
+    def _handle(self, update: Update) -> None:
+        task = asyncio.create_task(self._process(update), name=f"telegram-update-{update.update_id}")
+        self._handling.add(task)
+        task.add_done_callback(self._handling.discard)
+
+    async def _process(self, update: Update) -> None:
+        """Run the handlers (their errors go to `on_error`), then mark the update done in the inbox."""
+        async with self._slots:
+            await self.app.process_update(update)
+        if self.inbox is not None:
+            await self.inbox.done(update.update_id)
 
     # -- handlers -------------------------------------------------------------------------------------------------
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -169,28 +330,39 @@ class TelegramChannel:
         query = update.callback_query
         if query is None or not query.data:
             return
-        await self._retrying(query.answer, "a callback answer")
+        await self._quietly(query.answer, "a callback answer")
         chat_id = query.message.chat.id if query.message else query.from_user.id
         reply = await self.service.source(query.data.removeprefix(SOURCE_PREFIX), (CHANNEL, str(chat_id)))
         await self.send_reply(chat_id, reply)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Log what a handler (or polling) raised; the bot keeps running."""
+        """Log what a handler raised; the bot keeps running."""
         update_id = getattr(update, "update_id", None)
         log.error("telegram: error while handling update %s", update_id, exc_info=context.error)
 
-    # -- sending --------------------------------------------------------------------------------------------------
+    # -- answering --------------------------------------------------------------------------------------------------
     async def _respond(self, msg: Message, update: Update, text: str) -> None:
-        """Show "typing…" while the service prepares the reply, then send it."""
+        """Show "typing…" (and, with an LLM, the answer as it is written) while the service prepares the reply."""
         user = update.effective_user
         incoming = Incoming(CHANNEL, str(msg.chat_id), str(user.id if user else msg.chat_id), text)
+        stream = None
+        if self.cfg.telegram.stream and getattr(self.service.engine, "chat", None) is not None \
+                and not text.startswith("/"):
+            stream = AnswerStream(self, msg)
         typing = asyncio.create_task(self._keep_typing(msg.chat_id))
         try:
-            reply = await self.service.handle(incoming)
+            if stream is None:
+                reply = await self.service.handle(incoming)
+            else:
+                async with stream:
+                    reply = await self.service.handle(incoming, on_delta=stream.feed)
         finally:
             typing.cancel()
             await asyncio.gather(typing, return_exceptions=True)
-        await self.send_reply(msg.chat_id, reply, self._reply_to(msg))
+        if stream is not None and stream.message is not None:
+            await self._replace(stream.message, reply, self._reply_to(msg))
+        else:
+            await self.send_reply(msg.chat_id, reply, self._reply_to(msg))
 
     async def _keep_typing(self, chat_id: int) -> None:
         """Send the typing action every few seconds until cancelled."""
@@ -207,6 +379,7 @@ class TelegramChannel:
             if chat_id.lstrip("-").isdigit():
                 await self.send_reply(int(chat_id), plain("notice", text))
 
+    # -- sending --------------------------------------------------------------------------------------------------
     async def send_reply(self, chat_id: int, reply: Reply, reply_to: int | None = None) -> list[Message]:
         """Send a service reply as HTML messages; the source buttons go under the last one."""
         pieces = reply_html(reply)
@@ -218,6 +391,29 @@ class TelegramChannel:
             if message is not None:
                 sent.append(message)
         return sent
+
+    async def _replace(self, streamed: Message, reply: Reply, reply_to: int | None) -> None:
+        """The final reply over a streamed message: its first piece edits that message, the rest follow."""
+        pieces = reply_html(reply)
+        keyboard = source_keyboard(reply.buttons)
+        markup = keyboard if len(pieces) == 1 else None
+
+        async def edit() -> Any:
+            try:
+                return await streamed.edit_text(pieces[0], parse_mode=ParseMode.HTML, reply_markup=markup)
+            except BadRequest as exc:
+                if "not modified" in exc.message.lower():
+                    return True
+                if "entities" not in exc.message.lower():
+                    raise
+                log.error("telegram: rejected our HTML (%s); sending it as plain text", exc.message)
+                return await streamed.edit_text(unescape(_TAG_RE.sub("", pieces[0])), reply_markup=markup)
+
+        if await self._quietly(edit, f"the final text over message {streamed.message_id}") is None:
+            await self.send_reply(streamed.chat_id, reply, reply_to)  # the streamed message is gone: send anew
+            return
+        for i, piece in enumerate(pieces[1:], start=1):
+            await self._send(streamed.chat_id, piece, keyboard if i == len(pieces) - 1 else None, None)
 
     async def _send(
         self, chat_id: int, html: str, keyboard: InlineKeyboardMarkup | None, reply_to: int | None
@@ -235,26 +431,102 @@ class TelegramChannel:
                 log.error("telegram: rejected our HTML (%s); sending it as plain text", exc.message)
                 return await self.app.bot.send_message(chat_id, unescape(_TAG_RE.sub("", html)), **extra)
 
-        return await self._retrying(send, f"a message to {chat_id}")
+        return await self._quietly(send, f"a message to {chat_id}")
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]], what: str) -> T | None:
-        """Await `call()`, waiting out flood control (429) a few times; other Telegram errors are logged."""
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                return await call()
-            except RetryAfter as exc:
-                wait = _retry_seconds(exc)
-                if attempt == SEND_ATTEMPTS or wait > MAX_RETRY_WAIT_S:
-                    log.error("telegram: gave up sending %s: flood control asks to wait %.0f s", what, wait)
-                    return None
-                log.warning("telegram: flood control, resending %s in %.1f s", what, wait)
-                await asyncio.sleep(wait)
-            except TelegramError as exc:
-                log.error("telegram: could not send %s: %s", what, exc)
-                return None
-        return None
+    async def _quietly(self, call: Callable[[], Awaitable[T]], what: str) -> T | None:
+        """Await `call()` (the rate limiter has already waited out any 429); a Telegram error is logged, not raised."""
+        try:
+            return await call()
+        except TelegramError as exc:
+            log.error("telegram: could not send %s: %s", what, str(exc).replace(self._token, "<token>"))
+            return None
 
     @staticmethod
     def _reply_to(msg: Message) -> int | None:
         """In groups the answer quotes the question so the thread stays readable; in private chats it does not."""
         return msg.message_id if msg.chat.type in _GROUPS else None
+
+
+class AnswerStream:
+    """The answer as the LLM writes it, shown in one place: a draft in a private chat, else one message edited.
+
+    `feed` is called from the generation thread with each new piece; an asyncio task shows the text so far at once
+    and then at most every `stream_interval_s` (3 s or more in groups). `states` records what was shown, and when.
+    """
+
+    def __init__(self, channel: TelegramChannel, msg: Message) -> None:
+        self.channel, self.chat_id = channel, msg.chat_id
+        self.private = msg.chat.type == ChatType.PRIVATE
+        self.reply_to = channel._reply_to(msg)
+        interval = channel.cfg.telegram.stream_interval_s
+        self.interval = interval if self.private else max(interval, GROUP_STREAM_INTERVAL_S)
+        self.draft_id = msg.message_id or 1  # non-zero; one draft per question
+        self.message: Message | None = None  # the streamed message (edit mode)
+        self.states: list[tuple[float, str, str]] = []  # (seconds since the question, "draft"/"message"/"edit", text)
+        self._pieces: list[str] = []
+        self._shown = ""
+        self._started = time.monotonic()
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._done = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def feed(self, piece: str) -> None:
+        """A streamed piece (any thread)."""
+        self._pieces.append(piece)
+        self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def __aenter__(self) -> "AnswerStream":
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """No more partial states; one being sent is let finish (so the streamed message is known)."""
+        self._done.set()
+        self._wake.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 10)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            if self._done.is_set():
+                return
+            self._wake.clear()
+            await self._show(partial_text("".join(self._pieces)))
+            try:
+                await asyncio.wait_for(self._done.wait(), self.interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+
+    async def _show(self, text: str) -> None:
+        if not text or text == self._shown:
+            return
+        bot = self.channel.app.bot
+        try:
+            if self.private:
+                try:
+                    await bot.send_message_draft(self.chat_id, self.draft_id, text)
+                    kind = "draft"
+                except BadRequest as exc:  # e.g. a Bot API server without drafts: edit one message instead
+                    log.info("telegram: no draft streaming in chat %s (%s); editing a message", self.chat_id, exc.message)
+                    self.private = False
+                    await self._show(text)
+                    return
+            elif self.message is None:
+                params = ReplyParameters(self.reply_to, allow_sending_without_reply=True) if self.reply_to else None
+                self.message = await bot.send_message(self.chat_id, text, reply_parameters=params)
+                kind = "message"
+            else:
+                await bot.edit_message_text(text, self.chat_id, self.message.message_id)
+                kind = "edit"
+        except TelegramError as exc:
+            log.warning("telegram: streaming to %s failed: %s", self.chat_id, exc)
+            return
+        self._shown = text
+        self.states.append((time.monotonic() - self._started, kind, text))

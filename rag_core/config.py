@@ -92,6 +92,12 @@ class TelegramConfig:
     webhook_url: str = ""
     listen: str = "0.0.0.0"
     port: int = 8443
+    proxy: str = ""  # "http://host:port" or "socks5://user:pass@host:port": every Bot API call goes through it
+    retry_max_s: float = 300.0  # reconnect backoff (1 s, 2 s, 4 s, …) is capped here
+    inbox_db: str = "telegram_inbox.sqlite3"  # relative to data_dir: updates stored before Telegram may forget them
+    inbox_max_age_s: int = 3600  # on start, stored questions older than this are not answered any more
+    stream: bool = True  # with an LLM, show the answer growing (a draft in private chats, edits in groups)
+    stream_interval_s: float = 1.0  # at most one draft/edit per chat this often (groups: at least 3 s)
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,9 @@ _MINIMA = {
     ("bot", "history_retention_days"): 1,
     ("wechat", "max_age_s"): 1,
     ("log", "max_bytes"): 1024,
+    ("telegram", "inbox_max_age_s"): 0,
+    ("telegram", "retry_max_s"): 1,
+    ("telegram", "stream_interval_s"): 0.2,
     ("log", "backup_count"): 1,
 }
 

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import html
 import socket
+import uuid
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -27,7 +28,8 @@ QUESTION = "咖啡锈病怎么防治？"
 
 
 def tg_config(cfg: Config, api: FakeTelegramAPI, **bot: object) -> Config:
-    telegram = dataclasses.replace(cfg.telegram, base_url=api.base_url, base_file_url=api.base_file_url)
+    telegram = dataclasses.replace(cfg.telegram, base_url=api.base_url, base_file_url=api.base_file_url,
+                                   inbox_db=f"telegram-inbox-{uuid.uuid4().hex}.sqlite3")  # each fake restarts ids at 1
     return dataclasses.replace(cfg, telegram=telegram, bot=dataclasses.replace(cfg.bot, admins=(f"telegram:{ADMIN}",), **bot))
 
 

@@ -8,7 +8,11 @@
         tg.fail_next("sendMessage", retry_after=1)     # the next sendMessage gets a 429
 
 The server runs on 127.0.0.1 (an OS-chosen port) in the test's event loop and answers `POST /bot{token}/{method}`
-with form-encoded or JSON parameters. `getUpdates` long-polls (up to `poll_wait_s`) and honours `offset`.
+with form-encoded or JSON parameters. `getUpdates` long-polls (up to `poll_wait_s`) and honours `offset` the way
+Telegram does: an update is forgotten for good once getUpdates is called with an offset above its id (`confirmed`
+counts them); until then every call returns it again. `sendMessageDraft` (Bot API 9.3+, private chats only) is kept
+in `drafts`; `editMessageText` changes the `Sent` record in place (and answers 400 "message is not modified" for an
+identical edit, as Telegram does). With `unreachable = True` every connection is dropped (a blocked network).
 `sendMessage` checks parse_mode HTML the way Telegram does (only its tags, balanced; every `<` and `&` escaped;
 at most 4096 UTF-16 units after parsing) and answers 400 "can't parse entities" otherwise. Every call is recorded
 in order in `calls`.
@@ -111,6 +115,16 @@ class Sent:
         return [(b["text"], b.get("callback_data", "")) for row in rows for b in row]
 
 
+@dataclass(frozen=True)
+class Draft:
+    """One sendMessageDraft call: the partial text shown in a private chat while the answer is written."""
+
+    chat_id: int
+    draft_id: int
+    text: str
+    at: float
+
+
 @dataclass
 class FakeTelegramAPI:
     """The Bot API on loopback. Push updates with `push_*`; read what the bot did in `calls` and `sent`."""
@@ -122,6 +136,9 @@ class FakeTelegramAPI:
     calls: list[Call] = field(default_factory=list)
     sent: list[Sent] = field(default_factory=list)
     webhook: dict[str, Any] = field(default_factory=dict)
+    drafts: list[Draft] = field(default_factory=list)
+    confirmed: int = 0  # updates forgotten because a getUpdates offset passed them
+    unreachable: bool = False  # drop every connection, as a blocked network or a dead proxy would
 
     def __post_init__(self) -> None:
         self._updates: list[dict[str, Any]] = []
@@ -274,6 +291,10 @@ class FakeTelegramAPI:
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        if self.unreachable:
+            assert request.transport is not None
+            request.transport.abort()
+            raise ConnectionResetError("the fake Bot API is unreachable")
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
         params = await self._params(request)
@@ -297,7 +318,9 @@ class FakeTelegramAPI:
     async def _api_getupdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)
         if offset:
-            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            kept = [u for u in self._updates if u["update_id"] >= offset]
+            self.confirmed += len(self._updates) - len(kept)
+            self._updates = kept
         if not self._updates and float(params.get("timeout") or 0) > 0:
             self._pushed.clear()
             try:
@@ -325,8 +348,40 @@ class FakeTelegramAPI:
 
     async def _api_editmessagetext(self, params: dict[str, Any]) -> dict[str, Any]:
         text = str(params.get("text", ""))
+        mode = params.get("parse_mode")
+        plain = parse_telegram_html(text) if str(mode).upper() == "HTML" else text
+        if not plain.strip():
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if _utf16_len(plain) > 4096:
+            raise _ApiError(400, "Bad Request: message is too long")
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        msg = self._bot_message(chat_id, plain, message_id)
+        for i, old in enumerate(self.sent):
+            if old.chat_id == chat_id and old.message_id == message_id:
+                if old.text == text and old.parse_mode == mode and old.reply_markup == params.get("reply_markup"):
+                    raise _ApiError(400, "Bad Request: message is not modified: specified new message content and "
+                                         "reply markup are exactly the same as a current content and reply markup "
+                                         "of the message")
+                self.sent[i] = Sent(message_id, chat_id, text, plain, mode, params.get("reply_markup"), old.reply_to)
+                break
+        else:
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        if params.get("reply_markup"):
+            msg["reply_markup"] = params["reply_markup"]
+        return msg
+
+    async def _api_sendmessagedraft(self, params: dict[str, Any]) -> bool:
+        chat_id, draft_id = int(params["chat_id"]), int(params.get("draft_id") or 0)
+        if self.chat(chat_id)["type"] != "private":
+            raise _ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if not draft_id:
+            raise _ApiError(400, "Bad Request: draft_id must be non-zero")
+        text = str(params.get("text") or "")
         plain = parse_telegram_html(text) if str(params.get("parse_mode")).upper() == "HTML" else text
-        return self._bot_message(int(params["chat_id"]), plain, int(params["message_id"]))
+        if _utf16_len(plain) > 4096:
+            raise _ApiError(400, "Bad Request: message is too long")
+        self.drafts.append(Draft(chat_id, draft_id, plain, time.monotonic()))
+        return True
 
     async def _api_setwebhook(self, params: dict[str, Any]) -> bool:
         self.webhook = dict(params)
