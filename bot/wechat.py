@@ -9,6 +9,13 @@ so every text message goes through the ledger (bot/wechat_ledger.py) and one tas
 - subscription accounts (`push = "none"`): each delivery is held up to `hold_s` for the answer, then left
   unanswered so WeChat re-sends; the last delivery says the answer is coming, and the user's next message fetches it.
 
+Who may call: `[wechat] mode` ("auto": "safe" when WECHAT_ENCODING_AES_KEY is set, else "plain"). In safe mode only
+encrypted callbacks whose msg_signature (over token, timestamp, nonce and the ciphertext) is valid are accepted; the
+plain `signature` covers token, timestamp and nonce only, never the body, so a plaintext body proves nothing about
+its sender. "compatible" accepts both, and "plain" plaintext only; admin commands run only from encrypted (verified)
+messages. Every callback's signed timestamp must lie within `[wechat] max_age_s` of now (WeChat's re-deliveries come
+within ~15 s): others are refused with 403, one log line per reason and minute.
+
 Everything that is not about WeChat's wire format or delivery rules lives in ChatService.
 """
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import collections
+import math
 import re
 import time
 import unicodedata
@@ -34,6 +43,7 @@ from rag_core.config import Config, Secrets
 
 from . import metrics
 from .formatting import Footnoted, split_text, wechat_text
+from .logs import redact
 from .monitor import add_routes
 from .service import BUSY_ERROR, NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain, welcome
 from .wechat_ledger import Entry, Ledger
@@ -47,6 +57,7 @@ PUSH_WINDOW_S = 48 * 3600  # customer-service messages only within 48 h of the u
 LAST_DELIVERY = 3  # WeChat gives up after the third delivery
 KEEP_LEDGER_S = 7 * 86_400  # well past WeChat's retries and the 48-hour window
 API_TIMEOUT_S = 10.0
+REFUSAL_LOG_S = 60.0  # one log line per refusal reason and minute; the rest are counted
 
 PENDING = "答案正在生成，请回复任意文字获取"
 MORE = "（未完，回复任意文字查看下一段）"
@@ -67,6 +78,12 @@ def is_new_question(text: str) -> bool:
 
 def _utf8_bytes(s: str) -> int:
     return len(s.encode("utf-8"))
+
+
+def _why(exc: BaseException) -> str:
+    """An API failure for logs and the ledger: its type and text with URLs' credentials (access_token=, secret=)
+    and configured secrets masked."""
+    return redact(f"{type(exc).__name__}: {exc}")
 
 
 class _TimeoutSession(requests.Session):
@@ -121,8 +138,11 @@ class WeChatChannel:
         self.service = service
         self.token = secrets.wechat_token
         self.push = self.cfg.push == "customer_service"
+        self.mode = self.cfg.mode if self.cfg.mode != "auto" else ("safe" if secrets.wechat_aes_key else "plain")
+        if self.mode != "plain" and not secrets.wechat_aes_key:
+            raise ValueError(f'[wechat] mode = "{self.mode}" needs WECHAT_ENCODING_AES_KEY')
         self.crypto = None
-        if secrets.wechat_aes_key:
+        if self.mode != "plain":
             try:
                 self.crypto = WeChatCrypto(self.token, secrets.wechat_aes_key, secrets.wechat_app_id)
             except Exception as exc:  # wrong length or not base64: wechatpy asserts or raises binascii.Error
@@ -137,6 +157,9 @@ class WeChatChannel:
         self._holders: dict[str, asyncio.Event] = {}  # the newest held delivery per key; set: superseded
         self._stopping = False
         self._purged_at = 0.0
+        self.refused: collections.Counter[str] = collections.Counter()  # refused callbacks by reason
+        self._refusal_log: dict[str, tuple[float, int]] = {}  # reason → (last logged, refusals not logged since)
+        self.retention_s = cfg.bot.history_retention_days * 86_400.0
         if not self.push and not 0 < self.cfg.hold_s < 5:
             log.warning("[wechat] hold_s = %s: it must stay under WeChat's 5-second limit", self.cfg.hold_s)
         if self.push and not secrets.wechat_app_secret:
@@ -156,11 +179,24 @@ class WeChatChannel:
             await self.stop()
             raise
         self.port = self._runner.addresses[0][1]
+        await self.purge_expired()
+        if self.mode != "safe":
+            log.warning("WeChat [wechat] mode = %s: plaintext callbacks are accepted, and their bodies are not signed "
+                        "(admin commands need encrypted ones); use safe mode with WECHAT_ENCODING_AES_KEY", self.mode)
         resumed = await self.ledger.unfinished(self.clock() - PUSH_WINDOW_S)
         for entry in resumed:
             self._task_for(entry.key)
-        log.info("WeChat callback on http://%s:%s%s (%s), %d unfinished answers resumed", self.cfg.host, self.port,
-                 self.cfg.path, "push" if self.push else "passive replies", len(resumed))
+        log.info("WeChat callback on http://%s:%s%s (%s mode, %s), %d unfinished answers resumed", self.cfg.host,
+                 self.port, self.cfg.path, self.mode, "push" if self.push else "passive replies", len(resumed))
+
+    async def purge_expired(self) -> int:
+        """Forget ledger rows past WeChat's retries and push window (7 days, or the retention period if shorter)
+        and users' last citations older than `[bot] history_retention_days`; on start and nightly."""
+        if self.ledger is None:
+            return 0
+        now = self.clock()
+        self._purged_at = now
+        return await self.ledger.purge(now - min(KEEP_LEDGER_S, self.retention_s), now - self.retention_s)
 
     async def stop(self) -> None:
         """Stop listening; answers still being made are abandoned to the ledger and resumed by the next start."""
@@ -203,27 +239,37 @@ class WeChatChannel:
             return web.Response(status=413, text="too large")
         timestamp, nonce = q.get("timestamp", ""), q.get("nonce", "")
         encrypted = q.get("encrypt_type", "raw") == "aes"
+        if not encrypted and self.mode == "safe":
+            return self._refuse(request, "plaintext callback in safe mode", "no encrypt_type=aes")
+        if encrypted and self.crypto is None:
+            log.error("encrypted WeChat callback refused: [wechat] mode is plain")
+            return web.Response(status=400, text="encryption not configured")
         try:
             if encrypted:
-                if self.crypto is None:
-                    log.error("encrypted WeChat callback but WECHAT_ENCODING_AES_KEY is not set")
-                    return web.Response(status=400, text="encryption not configured")
                 xml = self.crypto.decrypt_message(body, q.get("msg_signature", ""), timestamp, nonce)
             else:
                 check_signature(self.token, q.get("signature", ""), timestamp, nonce)
                 xml = body
+        except (InvalidSignatureException, InvalidAppIdException) as exc:
+            return self._refuse(request, "bad signature", str(exc.errmsg))
+        except Exception as exc:  # bad base64 or padding: signed, but not WeChat's ciphertext
+            log.warning("malformed WeChat callback from %s (%s: %s): %r", request.remote, type(exc).__name__, exc,
+                        body[:200])
+            return web.Response(status=400, text="malformed")
+        age = self._age(timestamp)
+        if age is None or abs(age) > self.cfg.max_age_s:
+            return self._refuse(request, "stale timestamp", f"timestamp {timestamp[:20]!r}, "
+                                f"{'unreadable' if age is None else f'{age:.0f} s old'}, max_age_s {self.cfg.max_age_s}")
+        try:
             msg = parse_message(xml)
             if msg is None or not msg.source:
                 raise ValueError("no message or no FromUserName")
             created = float(msg.time)
-        except (InvalidSignatureException, InvalidAppIdException) as exc:
-            log.warning("WeChat callback refused (%s) from %s", exc.errmsg, request.remote)
-            return web.Response(status=403, text="forbidden")
         except Exception as exc:  # expat, a missing element, bad base64 or padding: all mean a malformed body
             log.warning("malformed WeChat callback from %s (%s: %s): %r", request.remote, type(exc).__name__, exc,
                         body[:200])
             return web.Response(status=400, text="malformed")
-        text = await self._respond(msg, created)
+        text = await self._respond(msg, created, verified=encrypted)
         if not text:
             return web.Response(text="success")
         xml = TextReply(source=msg.target, target=msg.source, content=text, time=int(self.clock())).render()
@@ -231,9 +277,30 @@ class WeChatChannel:
             xml = self.crypto.encrypt_message(xml, nonce, timestamp)
         return web.Response(text=xml, content_type="application/xml")
 
+    def _age(self, timestamp: str) -> float | None:
+        """Seconds since the callback's signed timestamp (negative: from the future); None when unreadable."""
+        try:
+            age = self.clock() - int(timestamp)
+        except ValueError:
+            return None
+        return age if math.isfinite(age) else None
+
+    def _refuse(self, request: web.Request, reason: str, detail: str) -> web.Response:
+        """403, counted by reason; logged once per reason and REFUSAL_LOG_S (a flood is one line a minute)."""
+        self.refused[reason] += 1
+        now = time.monotonic()
+        last, hidden = self._refusal_log.get(reason, (-math.inf, 0))
+        if now - last >= REFUSAL_LOG_S:
+            log.warning("WeChat callback refused (%s: %s) from %s%s", reason, detail, request.remote,
+                        f"; {hidden} more refused for this reason since the last report" if hidden else "")
+            self._refusal_log[reason] = (now, 0)
+        else:
+            self._refusal_log[reason] = (last, hidden + 1)
+        return web.Response(status=403, text="forbidden")
+
     # --- one message, one answer ------------------------------------------------------------------------------
 
-    async def _respond(self, msg, created: float) -> str | None:
+    async def _respond(self, msg, created: float, verified: bool = False) -> str | None:
         """The passive reply to one delivery (None: "success")."""
         if self._stopping or self.ledger is None:
             raise web.HTTPServiceUnavailable()  # WeChat re-sends; the next process answers
@@ -242,17 +309,16 @@ class WeChatChannel:
             key = f"event:{openid}:{int(created)}"
             static: str | None = welcome("wechat") if str(msg._data.get("Event", "")).lower().startswith("subscribe") else ""
         else:
-            key = str(msg.id) if msg.id else f"{openid}:{int(created)}"
+            key = f"msg:{openid}:{msg.id}" if msg.id else f"time:{openid}:{int(created)}"
             static = None if msg.type == "text" else NON_TEXT
         if static is None and self.clock() - created > PUSH_WINDOW_S:
             log.warning("replayed WeChat message %s from %s ignored: sent %.1f h ago", key, openid,
                         (self.clock() - created) / 3600)
             return None
         if self.clock() - self._purged_at > 86_400:
-            self._purged_at = self.clock()
-            await self.ledger.purge(self._purged_at - KEEP_LEDGER_S)
+            await self.purge_expired()
         text = (msg.content or "") if static is None else f"[{msg.type}]"
-        entry = await self.ledger.record_delivery(key, openid, created, text, static)
+        entry = await self.ledger.record_delivery(key, openid, created, text, static, verified)
         metrics.observe_wechat_delivery(entry.deliveries)
         if entry.deliveries > 1:
             log.info("WeChat delivery %d of %s (%s)", entry.deliveries, key, entry.state)
@@ -296,7 +362,12 @@ class WeChatChannel:
         norm = unicodedata.normalize("NFKC", text)  # full-width ／ＳＯＵＲＣＥ, 原文１, ＃
         chat = (CHANNEL, entry.openid)
         if norm.startswith("/"):
-            reply = await self.service.handle(Incoming(CHANNEL, entry.openid, entry.openid, norm))
+            # Admin rights need an authenticated body: a plaintext one could have been written by anyone.
+            user = entry.openid if entry.verified else ""
+            if not entry.verified and self.service.is_admin(CHANNEL, entry.openid):
+                log.warning("WeChat command %s from admin %s arrived unencrypted: run as a non-admin's",
+                            norm.split()[0][:20], entry.openid)
+            reply = await self.service.handle(Incoming(CHANNEL, entry.openid, user, norm))
         elif m := _SOURCE_N.fullmatch(norm):
             n, ids = int(m.group(1)), await self.ledger.last_sources(entry.openid)
             if 1 <= n <= len(ids):
@@ -397,7 +468,7 @@ class WeChatChannel:
                 try:
                     await asyncio.to_thread(self.client.message.send_text, openid, part)
                 except Exception as exc:  # a report that cannot be delivered must not disturb the channel
-                    log.warning("could not push the index report to admin %s: %r", openid, exc)
+                    log.warning("could not push the index report to admin %s: %s", openid, _why(exc))
                     break
 
     async def _push(self, entry: Entry) -> None:
@@ -422,11 +493,12 @@ class WeChatChannel:
                 why = {45015: "reply time limit exceeded", 45047: "too many pushes"}.get(exc.errcode, "refused")
                 log.warning("push %d/%d of %s to %s failed: %s (errcode %s: %s)", i + 1, len(entry.parts), entry.key,
                             entry.openid, why, exc.errcode, exc.errmsg)
-                await self.ledger.set_state(entry.key, "failed", f"{exc.errcode} {exc.errmsg}")
+                await self.ledger.set_state(entry.key, "failed", redact(f"{exc.errcode} {exc.errmsg}"))
                 return
-            except Exception as exc:
-                log.error("push %d/%d of %s to %s failed: %r", i + 1, len(entry.parts), entry.key, entry.openid, exc)
-                await self.ledger.set_state(entry.key, "failed", repr(exc)[:200])
+            except Exception as exc:  # e.g. requests' ConnectionError, whose text holds the URL and its access_token
+                log.error("push %d/%d of %s to %s failed: %s", i + 1, len(entry.parts), entry.key, entry.openid,
+                          _why(exc))
+                await self.ledger.set_state(entry.key, "failed", _why(exc)[:200])
                 return
             await self.ledger.take_part(entry.key, i, "pushed")
         log.info("pushed %s to %s in %d messages", entry.key, entry.openid, len(entry.parts))

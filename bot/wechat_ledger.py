@@ -1,7 +1,10 @@
 """The WeChat delivery ledger: one row per user message, so WeChat's re-deliveries get one answer, across restarts.
 
 WeChat re-sends a callback it got no reply to within 5 s, up to three deliveries in all, possibly overlapping and
-possibly after this process restarted. Each message is keyed by its MsgId (events: FromUserName + CreateTime) and
+possibly after this process restarted. Each message is keyed by its sender and MsgId, "msg:<openid>:<MsgId>"
+(events: "event:<openid>:<CreateTime>"; a message without MsgId: "time:<openid>:<CreateTime>"), so a MsgId sent by
+one user never serves another user's answer. `verified` records whether the message body itself was authenticated
+(an encrypted callback with a valid msg_signature): admin commands run only from verified messages. A message
 moves through  received → answering → answered (its reply parts stored) → delivered (passive replies) or pushed
 (customer-service messages), or failed (a push WeChat refused). `sent` counts the parts already given to the user;
 `owed` marks an answer a subscription account still owes (the user fetches it with their next message).
@@ -51,9 +54,19 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL
     );
     """,
+    # 2: keys name the sender (a MsgId alone let a second user collect the first one's answer); whether the body
+    # was authenticated; errors that held a request URL (access_token=, or secret= of a failed token fetch) dropped.
+    """
+    PRAGMA secure_delete = ON;
+    ALTER TABLE messages ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;
+    UPDATE messages SET key = 'msg:' || openid || ':' || key WHERE key NOT LIKE '%:%';
+    UPDATE messages SET key = 'time:' || key WHERE key NOT LIKE 'event:%' AND key NOT LIKE 'msg:%';
+    UPDATE messages SET error = 'request failed (details removed: they named a credential)'
+        WHERE error LIKE '%access_token=%' OR error LIKE '%secret=%' OR error LIKE '%token=%';
+    """,
 )
 
-_COLUMNS = "key, openid, create_time, text, state, deliveries, parts, sent, owed, error"
+_COLUMNS = "key, openid, create_time, text, state, deliveries, parts, sent, owed, error, verified"
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,7 @@ class Entry:
     sent: int
     owed: bool
     error: str | None = None
+    verified: bool = False  # the body was authenticated (encrypted, valid msg_signature)
 
     @property
     def unsent(self) -> bool:
@@ -75,9 +89,9 @@ class Entry:
 
 
 def _entry(row: Sequence) -> Entry:
-    key, openid, create_time, text, state, deliveries, parts, sent, owed, error = row
+    key, openid, create_time, text, state, deliveries, parts, sent, owed, error, verified = row
     return Entry(key, openid, create_time, text, state, deliveries,
-                 None if parts is None else tuple(json.loads(parts)), sent, bool(owed), error)
+                 None if parts is None else tuple(json.loads(parts)), sent, bool(owed), error, bool(verified))
 
 
 class Ledger:
@@ -91,13 +105,15 @@ class Ledger:
     @classmethod
     async def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Ledger:
         db = await open_db(Path(path), MIGRATIONS, clock, "WeChat ledger")
+        await db.execute("PRAGMA secure_delete = ON")  # purged messages are overwritten, not left in free pages
         return cls(db, clock)
 
     async def record_delivery(self, key: str, openid: str, create_time: float, text: str,
-                              static: str | None = None) -> Entry:
+                              static: str | None = None, verified: bool = False) -> Entry:
         """Count one delivery of a message (creating its row on the first) and return the row.
 
         `static` is a constant reply given at once (a welcome, a notice; "" for none): the row starts delivered.
+        The first delivery's text and `verified` stay: a later delivery never changes what is answered.
         """
         now = self._clock()
         if static is None:
@@ -107,9 +123,9 @@ class Ledger:
             state, parts, sent = "delivered", json.dumps(given, ensure_ascii=False), len(given)
         await self._db.execute(
             "INSERT INTO messages (key, openid, create_time, text, state, deliveries, parts, sent, received_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)"
+            " updated_at, verified) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
             " ON CONFLICT (key) DO UPDATE SET deliveries = deliveries + 1, updated_at = excluded.updated_at",
-            (key, openid, create_time, text, state, parts, sent, now, now),
+            (key, openid, create_time, text, state, parts, sent, now, now, int(verified)),
         )
         entry = await self.get(key)
         assert entry is not None
@@ -183,9 +199,12 @@ class Ledger:
             row = await cursor.fetchone()
         return () if row is None else tuple(json.loads(row[0]))
 
-    async def purge(self, before: float) -> int:
-        """Forget messages received before `before` (long past WeChat's retries and the 48-hour push window)."""
+    async def purge(self, before: float, sources_before: float | None = None) -> int:
+        """Forget messages received before `before` (long past WeChat's retries and the 48-hour push window) and
+        users' last citations not updated since `sources_before` (default: `before`); returns the rows deleted."""
         deleted = await self._update("DELETE FROM messages WHERE received_at < ?", (before,))
+        deleted += await self._update("DELETE FROM last_sources WHERE updated_at < ?",
+                                      (before if sources_before is None else sources_before,))
         if deleted:
             log.info("purged %d WeChat ledger rows", deleted)
         return deleted

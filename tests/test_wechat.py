@@ -24,9 +24,9 @@ from wechatpy.crypto import WeChatCrypto
 
 from bot.formatting import CITATION_RE
 from bot.history_store import HistoryStore
-from bot.service import NON_TEXT, ChatService, welcome
+from bot.service import ADMIN_ONLY, NON_TEXT, ChatService, welcome
 from bot.wechat import MORE, NO_SUCH_SOURCE, PENDING, TRUNCATED, WeChatChannel, is_new_question
-from bot.wechat_ledger import Ledger
+from bot.wechat_ledger import MIGRATIONS, Ledger
 from rag_core.config import Secrets, WeChatConfig
 from tests.fakes import FakeWeChatAPI, WeChatPlatform
 from tests.fakes.wechat_api import sign
@@ -97,14 +97,15 @@ def bot(tmp_path, sample_cfg):
 
     @asynccontextmanager
     async def running(engine, *, push: bool, api: FakeWeChatAPI | None = None, hold_s: float = HOLD,
-                      secrets: Secrets = SECRETS, clock=time.time, max_body_bytes: int = 64 * 1024):
+                      secrets: Secrets = SECRETS, clock=time.time, max_body_bytes: int = 64 * 1024,
+                      mode: str = "compatible", admins: tuple[str, ...] = ()):
         cfg = dataclasses.replace(
             sample_cfg,
             wechat=WeChatConfig(host="127.0.0.1", port=0, path="/wechat",
                                 api_base_url=api.base_url if api else "http://127.0.0.1:9/cgi-bin/",
                                 push="customer_service" if push else "none", hold_s=hold_s,
-                                max_body_bytes=max_body_bytes),
-            bot=dataclasses.replace(sample_cfg.bot, rate_limit_per_minute=0),
+                                max_body_bytes=max_body_bytes, mode=mode),
+            bot=dataclasses.replace(sample_cfg.bot, rate_limit_per_minute=0, admins=admins),
         )
         history = await HistoryStore.open(tmp_path / "history.sqlite3")
         channel = WeChatChannel(cfg, secrets, ChatService(cfg, engine, history),
@@ -145,7 +146,7 @@ def test_tencent_sample_vector_decrypts():
 
 async def test_tencent_sample_through_the_callback(bot, engine, tmp_path, caplog):
     """WeChat's sample ciphertext, POSTed as WeChat would, is accepted: answered by push when it is fresh (a clock
-    set to 2014), ignored as a replay with today's clock."""
+    set to 2014), refused (403, nothing stored) as stale with today's clock."""
     caplog.set_level(logging.INFO, logger="bot.wechat")
     sample = Secrets(None, None, T_APPID, SECRET, T_TOKEN, T_KEY)
     query = {"signature": sign(T_TOKEN, T_TIMESTAMP, T_NONCE), "timestamp": T_TIMESTAMP, "nonce": T_NONCE,
@@ -160,10 +161,10 @@ async def test_tencent_sample_through_the_callback(bot, engine, tmp_path, caplog
         (tmp_path / "wechat.sqlite3").unlink()
         async with bot(engine, push=True, api=api, secrets=sample) as channel:
             async with http.post(f"http://127.0.0.1:{channel.port}/wechat", params=query, data=T_BODY) as r:
-                assert (r.status, await r.text()) == (200, "success")
+                assert r.status == 403
             await asyncio.sleep(0.2)
-        assert len(api.pushes) == 1
-        assert "replayed WeChat message 6054768590064713728" in caplog.text
+        assert len(api.pushes) == 1 and ledger_rows(tmp_path) == []
+        assert "refused (stale timestamp: timestamp '1409735669'" in caplog.text
 
 
 # --- the HTTP surface ----------------------------------------------------------------------------------------------
@@ -229,6 +230,125 @@ async def test_malformed_and_oversized_bodies(bot, tmp_path, engine, caplog):
             assert r.status == 413
     assert ledger_rows(tmp_path) == []
     assert caplog.text.count("malformed WeChat callback") == 4 and "max_body_bytes" in caplog.text
+
+
+# --- who may call: safe mode, freshness, the sender in the ledger key, admin commands (issue 11, item 1) ----------
+
+ADMIN = "oAdmin-0001"
+
+
+async def test_safe_mode_refuses_forged_plaintext_posts(bot, engine, tmp_path, caplog):
+    """With the AES key set (mode "auto" → safe), a plaintext POST signed only over token/timestamp/nonce — what one
+    captured callback URL lets anyone send — is refused: 403, nothing stored, nothing answered, one log line."""
+    caplog.set_level(logging.INFO, logger="bot.wechat")
+    slow = SlowEngine(engine)
+    async with bot(slow, push=False, mode="auto", admins=(f"wechat:{ADMIN}",)) as channel:
+        forger = platform(channel, "plain")
+        replies = [await forger.post(forger.text(ADMIN, text)) for text in ("/status", "/reindex", QUESTION)]
+        replies.append(await forger.post(forger.event(ADMIN, "subscribe")))
+        genuine = await platform(channel, "safe").post(platform(channel, "safe").text(USER, QUESTION))
+    assert [status for status, _ in replies] == [403] * 4
+    assert genuine[0] == 200 and "来源" in genuine[1]
+    assert slow.calls == [QUESTION] and [row[0].split(":")[:2] for row in ledger_rows(tmp_path)] == [["msg", USER]]
+    assert channel.mode == "safe" and channel.refused == {"plaintext callback in safe mode": 4}
+    assert caplog.text.count("WeChat callback refused (plaintext callback in safe mode") == 1
+
+
+@pytest.mark.parametrize("mode", ["plain", "safe"])
+async def test_stale_or_future_timestamps_are_refused(bot, engine, tmp_path, caplog, mode):
+    """A genuine, correctly signed callback replayed 30 days later (or dated an hour ahead) is refused with 403;
+    WeChat's own re-deliveries (seconds apart) stay inside the window."""
+    slow = SlowEngine(engine)
+    async with bot(slow, push=False, mode=mode) as channel:
+        wx = platform(channel, mode)
+        now = int(time.time())
+        old = await wx.post(wx.text(USER, QUESTION, create_time=now - 30 * 86_400), timestamp=now - 30 * 86_400)
+        ahead = await wx.post(wx.text(USER, QUESTION), timestamp=now + 3600)
+        edge = await wx.post(wx.text(USER, "卡蒂姆一年施几次肥"), timestamp=now - 240)  # inside max_age_s = 300
+        query, body = wx.request(wx.text(USER, QUESTION))
+        async with aiohttp.ClientSession() as http:
+            async with http.post(wx.url, params=query | {"timestamp": "soon"}, data=body) as r:
+                unreadable = r.status
+    assert (old[0], ahead[0], unreadable) == (403, 403, 403)
+    assert edge[0] == 200 and slow.calls == ["卡蒂姆一年施几次肥"] and len(ledger_rows(tmp_path)) == 1
+    assert channel.refused["stale timestamp"] == 2 and sum(channel.refused.values()) == 3
+    assert caplog.text.count("refused (stale timestamp") == 1
+
+
+async def test_a_msgid_reused_by_another_user_gets_that_users_own_answer(bot, engine, tmp_path):
+    """The ledger key is (openid, MsgId): the same MsgId from a second user is a new message, answered for them."""
+    slow = SlowEngine(engine)
+    msg_id = 7000000000000000077
+    async with bot(slow, push=False, mode="safe") as channel:
+        wx = platform(channel, "safe")
+        first = await wx.post(wx.text(USER, QUESTION, msg_id=msg_id))
+        second = await wx.post(wx.text("oOther-user-0002", "咖啡果小蠹怎么防治", msg_id=msg_id))
+        again = await wx.post(wx.text(USER, QUESTION, msg_id=msg_id))  # a genuine re-delivery: deduplicated
+    assert first[0] == second[0] == 200 and second[1] != first[1] and "果小蠹" in second[1]
+    assert slow.calls == [QUESTION, "咖啡果小蠹怎么防治"] and again == first
+    assert sorted(row[0] for row in ledger_rows(tmp_path)) == [f"msg:oOther-user-0002:{msg_id}", f"msg:{USER}:{msg_id}"]
+
+
+async def test_admin_commands_only_from_encrypted_messages(bot, engine, caplog):
+    """Compatible mode accepts plaintext callbacks, but their bodies are unsigned: an admin's openid in one gets the
+    non-admin answer; the same command encrypted gets the status."""
+    async with bot(engine, push=False, mode="compatible", admins=(f"wechat:{ADMIN}",)) as channel:
+        plain_status = await platform(channel, "plain").post(platform(channel, "plain").text(ADMIN, "/status"))
+        safe = platform(channel, "safe")
+        safe_status = await safe.post(safe.text(ADMIN, "/status"))
+    assert plain_status == (200, ADMIN_ONLY)
+    assert safe_status[0] == 200 and "索引版本" in safe_status[1]
+    assert "arrived unencrypted" in caplog.text
+
+
+def test_safe_or_compatible_mode_needs_the_aes_key(sample_cfg, tmp_path):
+    no_key = dataclasses.replace(SECRETS, wechat_aes_key=None)
+    for mode in ("safe", "compatible"):
+        cfg = dataclasses.replace(sample_cfg, wechat=WeChatConfig(mode=mode))
+        with pytest.raises(ValueError, match="needs WECHAT_ENCODING_AES_KEY"):
+            WeChatChannel(cfg, no_key, None, ledger_path=tmp_path / "w.sqlite3")
+    cfg = dataclasses.replace(sample_cfg, wechat=WeChatConfig())
+    assert WeChatChannel(cfg, no_key, None, ledger_path=tmp_path / "w.sqlite3").mode == "plain"
+    assert WeChatChannel(cfg, SECRETS, None, ledger_path=tmp_path / "w.sqlite3").mode == "safe"
+
+
+async def test_a_failed_push_stores_and_logs_no_credential(bot, engine, tmp_path, caplog):
+    """The API unreachable: requests' ConnectionError names the URL, with `secret=` (token fetch) or
+    `access_token=` (send). Neither reaches the ledger or the log."""
+    caplog.set_level(logging.DEBUG)
+    async with bot(engine, push=True, api=None) as channel:  # api_base_url → a closed port
+        wx = platform(channel)
+        await wx.post(wx.text(USER, QUESTION))
+        for _ in range(100):
+            if ledger_rows(tmp_path) and ledger_rows(tmp_path)[0][1] == "failed":
+                break
+            await asyncio.sleep(0.05)
+    with sqlite3.connect(tmp_path / "wechat.sqlite3") as db:
+        (state, error), = db.execute("SELECT state, error FROM messages").fetchall()
+    assert state == "failed" and error.startswith("ConnectionError") and "secret=***" in error
+    assert SECRET not in error and SECRET not in caplog.text and "push 1/1" in caplog.text
+    assert SECRET.encode() not in (tmp_path / "wechat.sqlite3").read_bytes()
+
+
+async def test_ledger_migration_rekeys_rows_and_drops_stored_credentials(tmp_path):
+    """A version-1 ledger (keys = MsgId alone, a failed push's error holding the token URL) is brought to version 2."""
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL);"
+                         + MIGRATIONS[0] + "INSERT INTO schema_migrations VALUES (1, 0);")
+        url = "HTTPConnectionPool(...): Max retries exceeded with url: /cgi-bin/message/custom/send?access_token=TKN-9"
+        rows = [("6054768590064713728", "failed", url), (f"{USER}:1700000000", "answered", None),
+                (f"event:{USER}:1700000001", "delivered", None)]
+        db.executemany("INSERT INTO messages (key, openid, create_time, text, state, error, received_at, updated_at)"
+                       " VALUES (?, ?, 1.0, '问', ?, ?, ?, ?)", [(k, USER, st, e, time.time(), 0) for k, st, e in rows])
+    ledger = await Ledger.open(path)
+    try:
+        assert (await ledger.get(f"msg:{USER}:6054768590064713728")).error.startswith("request failed")
+        assert (await ledger.get(f"time:{USER}:1700000000")).state == "answered"
+        assert (await ledger.get(f"event:{USER}:1700000001")).verified is False
+    finally:
+        await ledger.close()
+    assert b"TKN-9" not in path.read_bytes()
 
 
 # --- service accounts: "success" at once, then push ------------------------------------------------------------

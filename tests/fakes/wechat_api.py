@@ -182,9 +182,11 @@ class WeChatPlatform:
 
     # --- the wire ------------------------------------------------------------------------------------------------
 
-    def request(self, xml: str, *, bad_signature: bool = False) -> tuple[dict[str, str], str]:
-        """Query parameters and body for one delivery, signed (and encrypted) like WeChat does it."""
-        timestamp = str(int(time.time()))
+    def request(self, xml: str, *, bad_signature: bool = False, timestamp: int | None = None
+                ) -> tuple[dict[str, str], str]:
+        """Query parameters and body for one delivery, signed (and encrypted) like WeChat does it (at `timestamp`,
+        default now)."""
+        timestamp = str(int(time.time()) if timestamp is None else timestamp)
         nonce = "".join(random.choices(string.digits, k=10))
         query = {"signature": sign(self.token, timestamp, nonce), "timestamp": timestamp, "nonce": nonce,
                  "openid": xmltodict.parse(xml)["xml"]["FromUserName"]}
@@ -218,9 +220,10 @@ class WeChatPlatform:
         return outer["Content"]
 
     async def post(self, xml: str, *, timeout: float = 5.0, bad_signature: bool = False,
-                   session: aiohttp.ClientSession | None = None) -> tuple[int | None, str | None]:
+                   session: aiohttp.ClientSession | None = None, timestamp: int | None = None
+                   ) -> tuple[int | None, str | None]:
         """One delivery: (status, reply) or (None, None) when no response came within `timeout`."""
-        query, body = self.request(xml, bad_signature=bad_signature)
+        query, body = self.request(xml, bad_signature=bad_signature, timestamp=timestamp)
         own = session is None
         session = session or aiohttp.ClientSession()
         try:
