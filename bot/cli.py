@@ -387,14 +387,16 @@ COMMANDS = {"index": cmd_index, "chunks": cmd_chunks, "search": cmd_search, "ask
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from . import logs
+
+    logs.setup(args.verbose)  # secrets masked, third-party libraries quiet; [log] applied once the config is read
     from rag_core.index.build import EmptyKnowledgeBase
     from rag_core.index.store import IndexUnavailable
     from rag_core.retrieve import QueryError
 
     try:
         cfg = load_config(args.config)
+        logs.setup(args.verbose, cfg.log, cfg.root)
         return COMMANDS[args.command](cfg, args)
     except (CliError, ConfigError, IndexUnavailable, EmptyKnowledgeBase, QueryError) as exc:
         print(f"coffeebot: {exc}", file=sys.stderr)
