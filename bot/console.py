@@ -1,7 +1,8 @@
 """The terminal channel: the embedded default when no platform is configured.
 
 On a terminal it prompts; with piped input it prints plain answers, no prompts or colours, and exits at the end of
-input, so `echo 咖啡锈病怎么防治 | make run` works. History is kept in the same SQLite store the bots use.
+input, so `echo 咖啡锈病怎么防治 | make run` works. History is kept in the same SQLite store the bots use; each run
+of the console is a new conversation (earlier answers' citations still open with /source). No rate limit here.
 """
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def render_console(reply: Reply) -> str:
 async def console_loop(service: ChatService, stdin=None, stdout=None, chat_id: str = "local") -> None:
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    if hasattr(stdin, "reconfigure"):  # bytes that are not valid text become U+FFFD instead of ending the session
+        stdin.reconfigure(errors="replace")
     interactive = stdin.isatty() and stdout.isatty()
+    await service.start_session("console", chat_id)
     if interactive:
         stdout.write("云南小粒咖啡种植顾问（输入 /help 查看帮助，Ctrl-D 退出）\n")
     while True:

@@ -2,15 +2,21 @@
 
 The user's turn is committed before work starts and the answer before it is returned for sending, so a crash loses
 no stored history. CPU-bound work (retrieval, generation) runs in a thread; a semaphore caps concurrent answers.
+
+Every message is made safe here, once, whatever the channel: broken text (lone surrogates, undecodable bytes,
+control characters) is replaced, a question is clipped to `[retrieval] max_query_chars`, and one chat's questions
+are answered one after another, so its history reads question, answer, question, answer.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import re
 import time
-from collections import defaultdict, deque
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Literal
+from typing import AsyncIterator, Awaitable, Callable, Literal
 
 from rag_core.config import Config
 from rag_core.ids import parse_id
@@ -23,7 +29,7 @@ from rag_core.sources import resolve_source
 
 from . import metrics
 from .formatting import Footnoted, footnote
-from .history_store import HistoryStore
+from .history_store import HistoryStore, StoredTurn
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,22 @@ INDEX_MISSING = "知识库索引正在建立或暂不可用，请稍后再试。
 EMPTY_QUESTION = "请直接输入您的问题，例如：咖啡锈病怎么防治？"
 ADMIN_ONLY = "这个命令只对管理员开放。"
 NON_TEXT = "目前只能识别文字消息，请用文字描述您的问题（例如：叶片背面有橙黄色粉末怎么办？）。"
+NO_ANSWER_YET = "还没有可以查看的出处。请先提问，再发送 /source 1 查看回答中第1条出处的原文。"
+NO_SUCH_FOOTNOTE = "上一条回答只有 {count} 条出处，请发送 /source 1 到 /source {count} 之间的编号。"
+
+UNLIMITED_CHANNELS = frozenset({"console"})  # the person at the terminal runs the machine: no rate limit
+DOUBLE_TAP_S = 10.0  # the same question again in one chat within this many seconds is answered once
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0/C1 controls except tab and newline
+
+
+def clean_input(text: str) -> str:
+    """A message as it can be stored, logged and echoed: lone surrogates and undecodable bytes (carried as
+    surrogate escapes) become U+FFFD, a surrogate pair written as two halves becomes its character, line ends
+    become "\\n" and other control characters (NUL, ESC, …) spaces."""
+    if not text.isascii():
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub(" ", text)
 
 
 def welcome(channel: str) -> str:
@@ -95,21 +117,60 @@ def source_label(chunk: Chunk) -> str:
 
 @dataclass
 class RateLimiter:
+    """At most `per_minute` messages per chat in any 60 s. Chats idle for a minute are forgotten (swept at most
+    once a minute), so memory follows the chats active lately, not every chat ever seen."""
+
     per_minute: int
     clock: Callable[[], float] = time.monotonic
-    _seen: dict[tuple[str, str], deque] = field(default_factory=lambda: defaultdict(deque))
+    window_s: float = 60.0
+    _seen: dict[tuple[str, str], deque] = field(default_factory=dict)
+    _swept: float = float("-inf")
 
     def allow(self, key: tuple[str, str]) -> bool:
         if self.per_minute <= 0:
             return True
         now = self.clock()
-        q = self._seen[key]
-        while q and now - q[0] >= 60:
+        if now - self._swept >= self.window_s:
+            self._seen = {k: q for k, q in self._seen.items() if q and now - q[-1] < self.window_s}
+            self._swept = now
+        q = self._seen.setdefault(key, deque())
+        while q and now - q[0] >= self.window_s:
             q.popleft()
         if len(q) >= self.per_minute:
             return False
         q.append(now)
         return True
+
+
+class ChatLocks:
+    """One asyncio lock per chat, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: tuple[str, str]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+@dataclass(frozen=True)
+class _Answered:
+    question: str
+    arrived: float  # service clock
+    reply: Reply
 
 
 class ChatService:
@@ -125,28 +186,70 @@ class ChatService:
         self.engine = engine
         self.history = history
         self.reindex = reindex
+        self.clock = clock
         self.limiter = RateLimiter(cfg.bot.rate_limit_per_minute, clock)
         self._slots = asyncio.Semaphore(max(1, cfg.bot.max_concurrent))
+        self._chats = ChatLocks()
+        self._answered: dict[tuple[str, str], _Answered] = {}  # each chat's last answer, for double taps
         self.started = time.time()
 
     def is_admin(self, channel: str, user_id: str) -> bool:
         return user_id in admin_ids(self.cfg.bot.admins, channel)
 
     async def handle(self, msg: Incoming, on_delta: Callable[[str], None] | None = None) -> Reply:
-        text = msg.text.strip()
+        """The reply to one message from any channel; never raises for anything a user can type."""
+        arrived = self.clock()
+        text = clean_input(msg.text).strip()
         if text.startswith("/"):
             return await self._command(msg, text)
         if not text:
             return plain("notice", EMPTY_QUESTION)
-        if not self.limiter.allow((msg.channel, msg.chat_id)):
+        key = (msg.channel, msg.chat_id)
+        if msg.channel not in UNLIMITED_CHANNELS and not self.limiter.allow(key):
             return plain("notice", RATE_LIMITED)
-        return await self.ask(msg.channel, msg.chat_id, text, on_delta)
+        question = self.clip(text)
+        async with self._chats.hold(key):  # one question at a time per chat, in the order they came
+            last = self._answered.get(key)
+            if last and last.question == question and arrived - last.arrived <= DOUBLE_TAP_S:
+                log.info("same question again within %.0f s in %s:%s: answered once", DOUBLE_TAP_S, *key)
+                return last.reply
+            reply = await self.ask(msg.channel, msg.chat_id, question, on_delta)
+            if reply.kind == "answer":
+                self._remember(key, _Answered(question, arrived, reply))
+            return reply
+
+    def clip(self, question: str) -> str:
+        """The question as the engine gets it: at most `[retrieval] max_query_chars` characters."""
+        limit = self.cfg.retrieval.max_query_chars
+        if len(question) <= limit:
+            return question
+        log.info("question clipped from %d to %d characters", len(question), limit)
+        return question[:limit].rstrip()
+
+    def _remember(self, key: tuple[str, str], answered: _Answered) -> None:
+        self._answered[key] = answered
+        if len(self._answered) > 256:  # keep only those a double tap could still hit
+            horizon = answered.arrived - DOUBLE_TAP_S
+            self._answered = {k: a for k, a in self._answered.items() if a.arrived >= horizon}
+
+    async def start_session(self, channel: str, chat_id: str) -> None:
+        """Start a new conversation in a chat: earlier turns stay stored (their citations still open with
+        /source) but no longer steer the questions that follow."""
+        last = await self.history.recent_stored(channel, chat_id, 1)
+        await self.history.put_state(_session_key(channel, chat_id), str(last[-1].id if last else 0))
+
+    async def _session_turns(self, channel: str, chat_id: str, limit: int) -> list[StoredTurn]:
+        """The last `limit` turns of the chat's current conversation, oldest first."""
+        turns = await self.history.recent_stored(channel, chat_id, limit)
+        start = await self.history.get_state(_session_key(channel, chat_id))
+        return [t for t in turns if t.id > int(start)] if start else turns
 
     async def ask(self, channel: str, chat_id: str, question: str, on_delta: Callable[[str], None] | None = None) -> Reply:
         """Answer a question with this chat's history; both turns are stored before the reply goes out.
         `on_delta` gets the LLM's text as it streams (from a worker thread), for channels that show it growing."""
         metrics.count_question(channel)
-        history = await self.history.recent(channel, chat_id, max(self.cfg.history.ihi_turns, self.cfg.history.har_turns) + 1)
+        limit = max(self.cfg.history.ihi_turns, self.cfg.history.har_turns) + 1
+        history = [Turn(t.role, t.content) for t in await self._session_turns(channel, chat_id, limit)]  # type: ignore[arg-type]
         if history and history[-1] == Turn("user", question):
             history = history[:-1]  # the same question again after a crash or a platform re-delivery: stored once
         else:
@@ -175,6 +278,7 @@ class ChatService:
     async def source(self, raw_id: str, chat: tuple[str, str] | None = None) -> Reply:
         """The passage behind a citation; with the chat, the version that was shown there."""
         as_of = None
+        raw_id = clean_input(raw_id)[:200]  # also reached directly, by Telegram's 原文 buttons
         cid = parse_id(raw_id)
         if chat and cid:
             for turn in reversed(await self.history.recent_stored(chat[0], chat[1], 200)):
@@ -187,17 +291,33 @@ class ChatService:
             return plain("error", INDEX_MISSING)
         return plain("source" if found.chunk else "notice", found.render_plain())
 
+    async def footnote_source(self, channel: str, chat_id: str, n: int) -> Reply:
+        """`/source 1`: footnote n of the last answer in this chat's conversation, as the 原文1 button opens it."""
+        turns = await self._session_turns(channel, chat_id, 20)
+        last = next((t for t in reversed(turns) if t.role == "assistant"), None)
+        ids = [f.id for f in footnote(last.content, {}).footnotes] if last else []
+        if not ids:
+            return plain("notice", NO_ANSWER_YET)
+        if not 1 <= n <= len(ids):
+            return plain("notice", NO_SUCH_FOOTNOTE.format(count=len(ids)))
+        return await self.source(ids[n - 1], (channel, chat_id))
+
     async def _command(self, msg: Incoming, text: str) -> Reply:
-        name, _, arg = text.partition(" ")
+        name, arg = (text.split(None, 1) + [""])[:2]  # any whitespace: "/source\tid", "/help\nmore"
         name = name.split("@", 1)[0].lower()  # "/help@MyBot" in groups
+        arg = arg.strip()
         if name in ("/start", "/help"):
             return plain("command", welcome(msg.channel))
         if name == "/source":
-            if not arg.strip():
-                return plain("notice", "用法：/source 编号，例如 /source e76faa05#3")
-            return await self.source(arg.strip(), (msg.channel, msg.chat_id))
+            if not arg:
+                return plain("notice", "用法：/source 编号，例如 /source 1（上一条回答的第1条出处）或 /source e76faa05#3")
+            if arg.isdecimal() and len(arg) <= 3:
+                return await self.footnote_source(msg.channel, msg.chat_id, int(arg))
+            return await self.source(arg, (msg.channel, msg.chat_id))
         if name == "/reset":
-            n = await self.history.reset(msg.channel, msg.chat_id)
+            async with self._chats.hold((msg.channel, msg.chat_id)):
+                n = await self.history.reset(msg.channel, msg.chat_id)
+                self._answered.pop((msg.channel, msg.chat_id), None)
             return plain("command", f"已清除本对话的 {n} 条记录，我们重新开始。")
         if name in ("/status", "/reindex") and not self.is_admin(msg.channel, msg.user_id):
             return plain("notice", ADMIN_ONLY)
@@ -207,7 +327,7 @@ class ChatService:
             if self.reindex is None:
                 return plain("notice", "本实例没有启用重建索引。")
             return plain("command", await self.reindex())
-        return plain("notice", f"不认识的命令 {name}。\n\n{welcome(msg.channel)}")
+        return plain("notice", f"不认识的命令 {name[:40]}。\n\n{welcome(msg.channel)}")
 
     async def status_text(self) -> str:
         layout = Layout(self.cfg.data_dir)
@@ -234,5 +354,11 @@ class ChatService:
             for f in report.get("failures", [])[:5]:
                 lines.append(f"  ✗ {f['path']}：{f['reason']}")
         stats = await self.history.stats()
-        lines.append(f"对话记录：{stats['turns']} 条，{stats['chats']} 个会话")
+        lines.append(f"对话记录：{stats['turns']} 条，{stats['chats']} 个会话；保留 {self.cfg.bot.history_retention_days} 天，"
+                     f"已清除过期记录 {stats.get('purged', 0)} 条")
         return "\n".join(lines)
+
+
+def _session_key(channel: str, chat_id: str) -> str:
+    """The history-store state key holding the id of the last turn before the chat's current conversation."""
+    return f"session:{channel}:{chat_id}"

@@ -19,8 +19,14 @@ def render(chunk_id: str) -> str:
     return f"[{chunk_id}]"
 
 
+MAX_CID_DIGITS = 9  # far beyond any document's chunk count; longer numbers are not ids (and int() refuses 4,300+)
+
+
 def parse_id(text: str) -> str | None:
     """'e76faa05#3', '[e76faa05#3]' or 'E76FAA05 ＃ 3' → 'e76faa05#3'; anything else → None."""
     cleaned = re.sub(r"\s+", "", text.strip().strip("[]【】")).replace("＃", "#").lower()
     match = ID_RE.fullmatch(cleaned)
-    return f"{match.group(1)}#{int(match.group(2))}" if match else None
+    if not match:
+        return None
+    digits = match.group(2).lstrip("0") or "0"
+    return f"{match.group(1)}#{int(digits)}" if len(digits) <= MAX_CID_DIGITS else None
