@@ -50,11 +50,12 @@ async def start_services(
     if engine is None:
         engine = await asyncio.to_thread(engine_for, cfg, args, True, True)
     history = await HistoryStore.open(cfg.data_dir / cfg.bot.history_db, cfg.bot.history_retention_days)
+    await history.purge_expired()  # [bot] history_retention_days: on start, and nightly (IndexScheduler.housekeep)
     rebuilder = Rebuilder(cfg, engine, gate=QualityGate(cfg, engine.embedder, engine.tokenizer))
     service = ChatService(cfg, engine, history, reindex=rebuilder.request_text)
     scheduler = None
     if triggers:
-        scheduler = IndexScheduler(cfg, rebuilder)
+        scheduler = IndexScheduler(cfg, rebuilder, housekeeping=[history.purge_expired])
         scheduler.start()
 
     async def close() -> None:
@@ -134,6 +135,8 @@ async def _serve_channels(cfg: Config, args, secrets: Secrets, channels: list[st
             await r.start()
             if hasattr(r, "notify_admins"):  # build reports go to the admins of every channel that can reach them
                 running.rebuilder.subscribe(r.notify_admins)
+            if running.triggers is not None and hasattr(r, "purge_expired"):  # e.g. the WeChat ledger, nightly
+                running.triggers.housekeeping.append(r.purge_expired)
         monitor_url = monitor_server.url if monitor_server else _wechat_url(cfg, runners[-1])
         announce(cfg, running, {name: _how_it_listens(cfg, name, r) for name, r in zip(channels, runners)}, monitor_url)
         await stop.wait()

@@ -4,6 +4,10 @@ Durability: WAL with synchronous=FULL, so every committed turn is fsynced to the
 survives a process crash *and* a power loss (NORMAL only survives the former). The cost is one fsync per turn,
 negligible at chat rates. The connection runs in autocommit mode: every write is a single statement, hence its own
 transaction, so coroutines sharing the store never see or commit each other's half-done work.
+
+Retention: `purge_expired` deletes turns older than `[bot] history_retention_days`; the daemon calls it on start and
+nightly. The count of purged turns is kept (state "retention.purged") for /status. secure_delete is on, so deleted
+turns are overwritten in the file rather than left in free pages.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ log = logging.getLogger(__name__)
 
 ROLES = ("user", "assistant")
 DAY_S = 86_400.0
+PURGED_KEY = "retention.purged"  # state: turns deleted by the retention purge, all time
 
 # Numbered migrations: MIGRATIONS[i] is version i + 1. Append new ones; never edit an applied one.
 MIGRATIONS: tuple[str, ...] = (
@@ -80,6 +85,7 @@ class HistoryStore:
         if retention_days < 1:
             raise ValueError(f"retention_days must be at least 1, got {retention_days}")
         db = await open_db(Path(path), MIGRATIONS, clock, "history database")
+        await db.execute("PRAGMA secure_delete = ON")
         return cls(db, retention_days, clock)
 
     async def schema_version(self) -> int:
@@ -121,21 +127,28 @@ class HistoryStore:
         return await self._delete("DELETE FROM turns WHERE channel = ? AND chat_id = ?", (channel, chat_id))
 
     async def purge_expired(self, now: float | None = None) -> int:
-        """Delete turns older than the retention period; returns how many."""
+        """Delete turns older than the retention period (on start and nightly); returns how many."""
         cutoff = (self._clock() if now is None else now) - self.retention_days * DAY_S
         deleted = await self._delete("DELETE FROM turns WHERE created_at < ?", (cutoff,))
         if deleted:
+            await self._db.execute(
+                "INSERT INTO state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE"
+                " SET value = CAST(CAST(value AS INTEGER) + excluded.value AS TEXT), updated_at = excluded.updated_at",
+                (PURGED_KEY, str(deleted), self._clock()),
+            )
             log.info("purged %d turns older than %d days", deleted, self.retention_days)
         return deleted
 
     async def stats(self) -> dict[str, int]:
-        """Counts for /status: {"turns": …, "chats": …}."""
+        """Counts for /status: {"turns": …, "chats": …, "purged": turns deleted by the retention purge, all time}."""
         async with self._db.execute(
-            "SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT DISTINCT channel, chat_id FROM turns)) FROM turns"
+            "SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT DISTINCT channel, chat_id FROM turns)),"
+            " (SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM state WHERE key = ?) FROM turns",
+            (PURGED_KEY,),
         ) as cursor:
             row = await cursor.fetchone()
         assert row is not None
-        return {"turns": row[0], "chats": row[1]}
+        return {"turns": row[0], "chats": row[1], "purged": row[2]}
 
     async def put_state(self, key: str, value: str) -> None:
         """Set a channel-state value (e.g. a WeChat answer waiting to be fetched)."""

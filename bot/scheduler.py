@@ -7,6 +7,8 @@
   file has kept its size and mtime for `[index] settle_s` (a file still being copied is not ingested).
 - `IndexScheduler`: an APScheduler 3 `AsyncIOScheduler` with the nightly `CronTrigger` (`[index] nightly` in
   `[index] timezone`) and the watcher's interval job. Scheduler and watcher clock are injectable for tests.
+  Beside the nightly rebuild it runs the housekeeping jobs (`housekeeping`: the retention purge of the chat history
+  and the WeChat ledger), at the same time, or every 24 h when the nightly rebuild is off.
 
 Admin notifications: the Rebuilder sends each build's report (`report_text`) to every subscribed callable.
 A channel that can message admins implements `async def notify_admins(self, text: str) -> None` (sending to the
@@ -334,13 +336,15 @@ def _zone(cfg: Config) -> ZoneInfo:
 class IndexScheduler:
     """The nightly rebuild and the kb/ watch, as jobs of an APScheduler 3 AsyncIOScheduler on the running loop."""
 
-    NIGHTLY, WATCH, SETTLE = "nightly-rebuild", "kb-watch", "kb-watch-settle"
+    NIGHTLY, WATCH, SETTLE, HOUSEKEEPING = "nightly-rebuild", "kb-watch", "kb-watch-settle", "housekeeping"
 
-    def __init__(self, cfg: Config, rebuilder: Rebuilder, scheduler=None, watcher: KbWatcher | None = None):
+    def __init__(self, cfg: Config, rebuilder: Rebuilder, scheduler=None, watcher: KbWatcher | None = None,
+                 housekeeping: list[Callable[[], Awaitable[object]]] | None = None):
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         self.cfg = cfg
         self.rebuilder = rebuilder
+        self.housekeeping = list(housekeeping or [])  # e.g. HistoryStore.purge_expired; channels append theirs
         self.scheduler = scheduler if scheduler is not None else AsyncIOScheduler(timezone=_zone(cfg))
         self.watcher = watcher if watcher is not None else KbWatcher(cfg.kb_dir, cfg.data_dir, cfg.index.settle_s)
         self._polling = asyncio.Lock()  # the interval job and a settle re-check must not poll at once
@@ -353,6 +357,9 @@ class IndexScheduler:
         if trigger is not None:
             self.scheduler.add_job(self.nightly, trigger, id=self.NIGHTLY, replace_existing=True,
                                    coalesce=True, max_instances=1, misfire_grace_time=3600)
+        daily = trigger or IntervalTrigger(hours=24, timezone=self.scheduler.timezone)
+        self.scheduler.add_job(self.housekeep, daily, id=self.HOUSEKEEPING, replace_existing=True,
+                               coalesce=True, max_instances=1, misfire_grace_time=3600)
         interval = self.cfg.index.watch_interval_s
         if interval > 0:  # the first poll, one interval after start, also catches what changed while the bot was down
             self.scheduler.add_job(self.watch, IntervalTrigger(seconds=interval, timezone=self.scheduler.timezone),
@@ -370,6 +377,16 @@ class IndexScheduler:
     async def nightly(self) -> None:
         """The nightly job: a full refresh (unchanged documents are reused, so it is cheap)."""
         self.rebuilder.start("每晚定时重建")
+
+    async def housekeep(self) -> int:
+        """The nightly housekeeping jobs, each on its own (one failing does not stop the others); rows deleted."""
+        total = 0
+        for job in list(self.housekeeping):
+            try:
+                total += int(await job() or 0)
+            except Exception:  # noqa: BLE001 - housekeeping must never stop the scheduler
+                log.exception("nightly housekeeping %r failed", job)
+        return total
 
     async def watch(self) -> None:
         """The watch job: request a build once changed files have settled; re-check soon while they settle."""

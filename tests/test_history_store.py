@@ -73,7 +73,7 @@ async def test_reset_only_affects_that_chat(store: HistoryStore):
     assert await store.recent("telegram", "1", 10) == []
     assert len(await store.recent("telegram", "2", 10)) == 2
     assert len(await store.recent("wechat", "1", 10)) == 1
-    assert await store.stats() == {"turns": 3, "chats": 2}
+    assert await store.stats() == {"turns": 3, "chats": 2, "purged": 0}
     assert await store.reset("telegram", "1") == 0
 
 
@@ -89,7 +89,7 @@ async def test_purge_expired_uses_retention_and_injected_now(tmp_path: Path):
     assert [t.content for t in await s.recent("telegram", "1", 5)] == ["十天后"]
     clock.now = start + 41 * DAY_S  # default `now` comes from the clock
     assert await s.purge_expired() == 1
-    assert await s.stats() == {"turns": 0, "chats": 0}
+    assert await s.stats() == {"turns": 0, "chats": 0, "purged": 2}
     await s.close()
     with pytest.raises(ValueError):
         await HistoryStore.open(tmp_path / "h.db", retention_days=0)
@@ -128,7 +128,7 @@ async def test_concurrent_add_turn(store: HistoryStore):
         *(store.add_turn("telegram", str(i % 5), "user", f"问题{i}") for i in range(50))
     )
     assert len(set(ids)) == 50
-    assert await store.stats() == {"turns": 50, "chats": 5}
+    assert await store.stats() == {"turns": 50, "chats": 5, "purged": 0}
     assert len(await store.recent("telegram", "3", 100)) == 10
 
 
@@ -152,3 +152,41 @@ async def test_failed_migration_rolls_back_whole(tmp_path: Path, monkeypatch: py
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
+
+
+# --- retention applied by the daemon (issue 11, item 5) --------------------------------------------------------------
+
+async def test_retention_purges_old_turns_on_start_and_nightly_and_status_counts_them(sample_cfg, sample_engine,
+                                                                                    tmp_path: Path):
+    """A 400-day-old turn is gone once the services start; a recent one stays; /status says how many went; the
+    nightly housekeeping job purges what aged past the limit since."""
+    import dataclasses
+    import time
+
+    from bot.app import start_services
+    from bot.scheduler import IndexScheduler
+
+    db = tmp_path / "history.sqlite3"
+    cfg = dataclasses.replace(sample_cfg, bot=dataclasses.replace(sample_cfg.bot, history_db=str(db),
+                                                                  history_retention_days=180))
+    now = time.time()
+    old = await HistoryStore.open(db, clock=lambda: now - 400 * DAY_S)
+    await old.add_turn("telegram", "42", "user", "去年的问题：咖啡锈病怎么防治？")
+    await old.close()
+    recent = await HistoryStore.open(db, clock=lambda: now - 2 * DAY_S)
+    await recent.add_turn("telegram", "42", "user", "前天的问题：卡蒂姆一年施几次肥？")
+    await recent.close()
+
+    running = await start_services(cfg, engine=sample_engine)
+    try:
+        turns = await running.service.history.recent_stored("telegram", "42", 10)
+        assert [t.content for t in turns] == ["前天的问题：卡蒂姆一年施几次肥？"]
+        assert "已清除过期记录 1 条" in await running.service.status_text()
+        store = running.service.history
+        store._clock = lambda: now + 179 * DAY_S  # the recent turn is now 181 days old
+        triggers = IndexScheduler(cfg, running.rebuilder, housekeeping=[store.purge_expired])
+        assert await triggers.housekeep() == 1
+        assert (await store.stats())["turns"] == 0 and (await store.stats())["purged"] == 2
+    finally:
+        await running.close()
+    assert "去年的问题".encode() not in db.read_bytes()
