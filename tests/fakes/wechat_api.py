@@ -6,6 +6,7 @@ event loop (the bot calls it from a worker thread through wechatpy):
     async with FakeWeChatAPI() as api:           # api.base_url → [wechat] api_base_url
         api.fail_next(45015)                     # the next send is refused with this errcode
         api.expire_token()                       # the current token is now invalid (errcode 40001)
+        await api.go_down(); await api.come_up() # connections refused meanwhile (requests' ConnectionError)
         await api.wait_for_pushes(1)
         api.pushes[0].content
 
@@ -55,6 +56,7 @@ class FakeWeChatAPI:
         self._failures: collections.deque[tuple[int, str]] = collections.deque()
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
         self.port = 0
 
     @property
@@ -88,10 +90,22 @@ class FakeWeChatAPI:
         app.router.add_post("/cgi-bin/message/custom/send", self._send)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
+        self._site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await self._site.start()
         self.port = self._runner.addresses[0][1]
         return self
+
+    async def go_down(self) -> None:
+        """Stop listening: the bot's calls are refused at connect, as when the network or WeChat is down."""
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+
+    async def come_up(self) -> None:
+        """Listen again on the same port."""
+        if self._site is None and self._runner is not None:
+            self._site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+            await self._site.start()
 
     async def __aexit__(self, *exc) -> None:
         if self._runner is not None:
