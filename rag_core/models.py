@@ -124,11 +124,32 @@ def resolve_model_path(name: str) -> Path | None:
         return None
 
 
-def fetch_model(name: str) -> Path:
-    """Download a model into the Hugging Face cache once (honours HF_ENDPOINT for mirrors)."""
-    from huggingface_hub import snapshot_download
+class ModelFetchError(RuntimeError):
+    """`models fetch` could not download a model; the message is one line for the operator."""
 
-    return Path(snapshot_download(repo_id=name))
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None or (exc.__context__ is not None and not exc.__suppress_context__):
+        exc = exc.__cause__ or exc.__context__
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:160]}" if first else type(exc).__name__
+
+
+def fetch_model(name: str) -> Path:
+    """Download a model into the Hugging Face cache once (honours HF_ENDPOINT for mirrors and HF_HOME for the
+    folder); any failure is a ModelFetchError naming the endpoint and the folder."""
+    from huggingface_hub import constants, snapshot_download
+
+    source = f"from {constants.ENDPOINT} (HF_ENDPOINT) into {constants.HF_HUB_CACHE}"
+    if constants.HF_HUB_OFFLINE:
+        raise ModelFetchError(f"cannot download {name} {source}: HF_HUB_OFFLINE is set; unset it to download")
+    try:
+        return Path(snapshot_download(repo_id=name))
+    except Exception as exc:  # noqa: BLE001 - network, DNS, 404, disk: all one line for the operator
+        raise ModelFetchError(
+            f"cannot download {name} {source}: {_root_cause(exc)}; check the network, or set HF_ENDPOINT to a "
+            "mirror (e.g. HF_ENDPOINT=https://hf-mirror.com)"
+        ) from None
 
 
 @dataclass(frozen=True)
