@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+_OFFLINE_BY_OPERATOR = "HF_HUB_OFFLINE" in os.environ  # `models fetch` goes online unless the operator said not to
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -16,6 +17,8 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")  # python-telegram-bot: timedeltas, 
 
 from rag_core.config import Config, ConfigError, Secrets, load_config  # noqa: E402
 from rag_core.records import Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402
+
+from .version import version  # noqa: E402
 
 if TYPE_CHECKING:
     from rag_core.pipeline import Options
@@ -25,6 +28,40 @@ log = logging.getLogger("coffeebot")
 
 class CliError(Exception):
     """A problem to report in one line, with exit status 2."""
+
+
+class _Logged(logging.Handler):
+    """Remembers the WARNING records of this command, so a warning the log already showed is not printed again."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.messages.append(record.getMessage())
+        except Exception:  # noqa: BLE001 - a bad format string is the logger's problem, not ours
+            pass
+
+
+_logged = _Logged()
+
+
+def _watch_warnings() -> None:
+    """Start remembering this command's WARNING records (before models load and say what they fall back to)."""
+    root = logging.getLogger()
+    if _logged not in root.handlers:
+        root.addHandler(_logged)
+
+
+def print_warnings(warnings, file=None) -> None:
+    """Each warning once per command: not when a log record already said it (its text up to the first "(" or
+    ":" appears in the record: the model loaders word their fallbacks a little differently in log and JSON)."""
+    for w in dict.fromkeys(warnings):
+        key = w.split("(")[0].split(":")[0].strip()
+        if key and any(key in m for m in _logged.messages):
+            continue
+        print(f"warning: {w}", file=file or sys.stderr)
 
 
 # ---- JSON shapes (the contract in DESIGN.md) ---------------------------------------------------------------------
@@ -119,6 +156,7 @@ def engine_for(cfg: Config, args, need_llm: bool = False, build_if_missing: bool
     from rag_core.index.layout import Layout
     from rag_core.pipeline import load_engine
 
+    _watch_warnings()
     with_reranker = not getattr(args, "no_rerank", False)
     api_key = Secrets.from_env().llm_api_key if need_llm else None
     engine = load_engine(cfg, api_key=api_key, with_reranker=with_reranker)
@@ -149,9 +187,9 @@ def cmd_index(cfg: Config, args) -> int:
     from rag_core.pipeline import make_tokenizer
     from rag_core.models import load_embedder
 
+    _watch_warnings()
     embedder, warnings = load_embedder(cfg.models)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    print_warnings(warnings)
     from rag_core.index.build import build_index
 
     tokenizer = make_tokenizer(cfg)
@@ -217,8 +255,7 @@ def cmd_search(cfg: Config, args) -> int:
         print(f"{n}. [{hit.chunk.id}] {hit.chunk.doc} › {hit.chunk.section}  score={hit.score:.4f}  ({ranks})")
         print(f"   {hit.chunk.text[:120].replace(chr(10), ' ')}…")
     print("timings: " + ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items()))
-    for w in result.warnings:
-        print(f"warning: {w}")
+    print_warnings(result.warnings)
     return 0
 
 
@@ -234,8 +271,7 @@ def cmd_ask(cfg: Config, args) -> int:
     print(answer.text)
     for c in answer.citations:
         print(f"  [{c.id}] {c.doc} › {c.section}")
-    for w in answer.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    print_warnings(answer.warnings)
     return 0
 
 
@@ -266,7 +302,17 @@ def cmd_serve(cfg: Config, args) -> int:
 
 def cmd_eval(cfg: Config, args) -> int:
     from rag_core.eval.run import main as eval_main
+    from rag_core.eval.systems import SYSTEMS
 
+    if not Path(args.gold).is_file():
+        raise CliError(f"gold file not found: {args.gold} (the dev sets are in tests/data/eval/: dev.jsonl, "
+                       "dev-multiturn.jsonl, dev2.jsonl)")
+    names = [n.strip() for n in args.systems.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown or not names:
+        raise CliError(f"unknown system(s) {', '.join(unknown) or '(none given)'}; valid: {', '.join(SYSTEMS)}")
+    if args.runs < 1 or args.resamples < 1:
+        raise CliError("--runs and --resamples must be at least 1")
     return eval_main(cfg, args)
 
 
@@ -309,12 +355,47 @@ def cmd_gold(cfg: Config, args) -> int:
 
 
 def cmd_models(cfg: Config, args) -> int:
-    from rag_core.models import fetch_model
+    if not _OFFLINE_BY_OPERATOR:
+        os.environ["HF_HUB_OFFLINE"] = "0"  # this command's one job is to download (set before huggingface_hub loads)
+    from rag_core.models import ModelFetchError, fetch_model
 
     for name in [cfg.models.embedder, cfg.models.reranker]:
-        if name:
+        if not name or name in ("hashing", "bundled"):
+            continue
+        if Path(name).expanduser().exists():
+            print(f"{name}: a local folder, nothing to fetch")
+            continue
+        try:
             print(f"{name} → {fetch_model(name)}")
+        except ModelFetchError as exc:
+            raise CliError(str(exc)) from None
     return 0
+
+
+def health_url(cfg: Config, secrets: Secrets) -> str:
+    """Where `serve` answers GET /healthz: the WeChat callback server when WeChat runs, else [monitor]."""
+    host, port = cfg.monitor.host, cfg.monitor.port
+    if secrets.wechat_app_id and secrets.wechat_token:
+        host, port = cfg.wechat.host, cfg.wechat.port
+    host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    return f"http://{host}:{port}/healthz"
+
+
+def cmd_health(cfg: Config, args) -> int:
+    """GET /healthz of the running daemon (for Docker's HEALTHCHECK and operators): the JSON, exit 0 on 200."""
+    import urllib.error
+    import urllib.request
+
+    url = args.url or health_url(cfg, Secrets.from_env())
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as r:
+            status, body = r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:  # 503: the body says why
+        status, body = exc.code, exc.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        raise CliError(f"no answer from {url}: {getattr(exc, 'reason', None) or exc}") from None
+    print(body)
+    return 0 if status == 200 else 1
 
 
 def _question(args) -> str:
@@ -326,63 +407,75 @@ def _question(args) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="coffeebot", description="Yunnan coffee advisor: cited answers from the knowledge base")
     p.add_argument("--config", help="config file (default: $COFFEEBOT_CONFIG or ./config.toml)")
-    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more log output: -v INFO, -vv DEBUG, -vvv DEBUG for libraries too (default: warnings only)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("index", help="build or refresh the index of kb/")
     s.add_argument("--rollback", action="store_true", help="make the previous build current again")
     s.add_argument("--force", action="store_true", help="swap the new build in even if the quality gate objects")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the build report as JSON")
 
     s = sub.add_parser("chunks", help="show how a document was cut into chunks")
     s.add_argument("doc", help="path relative to kb/, file name, or docid")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="one JSON object a chunk")
 
     for name, helptext in (("search", "ranked evidence, no generation"), ("ask", "one cited answer")):
         s = sub.add_parser(name, help=helptext)
-        s.add_argument("question", nargs="?")
-        s.add_argument("--json", action="store_true")
+        s.add_argument("question", nargs="?", help="the question, in Chinese (or use --batch)")
+        s.add_argument("--json", action="store_true", help="print the result as JSON (the contract in DESIGN.md)")
         s.add_argument("--batch", metavar="FILE", help="JSON Lines of {id, question, history?}; one JSON result a line")
         s.add_argument("--history", metavar="FILE", help="JSON list of {role, content}")
-        s.add_argument("--no-bm25", action="store_true")
-        s.add_argument("--no-dense", action="store_true")
-        s.add_argument("--no-rerank", action="store_true")
+        s.add_argument("--no-bm25", action="store_true", help="leave out the BM25 channel")
+        s.add_argument("--no-dense", action="store_true", help="leave out the dense (embedding) channel")
+        s.add_argument("--no-rerank", action="store_true", help="keep fusion order (no reranker)")
         s.add_argument("--no-har", action="store_true", help="no history-aware rewriting or history in the prompt")
         if name == "ask":
             s.add_argument("--no-llm", action="store_true", help="extractive answer even when an LLM key is set")
 
     s = sub.add_parser("source", help="show a cited passage")
-    s.add_argument("id", help="docid#cid, e.g. e76faa05#3")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("id", help="docid#cid, e.g. fb82b28b#11")
+    s.add_argument("--json", action="store_true", help="print the passage as JSON")
 
     sub.add_parser("chat", help="chat in the terminal (history kept across restarts)")
     sub.add_parser("serve", help="run the configured channels (the console when none is configured)")
 
+    s = sub.add_parser("health", help="ask the running daemon's GET /healthz (exit 0 when it can answer)")
+    s.add_argument("--url", help="the /healthz URL (default: the WeChat server when WeChat is configured, else "
+                                 "[monitor] host:port)")
+    s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait (default: 5)")
+
     s = sub.add_parser("eval", help="evaluate systems on a gold set")
-    s.add_argument("--gold", required=True)
-    s.add_argument("--systems", default="full,b1,b2a,b2b,b3,b4,b5,simple,semantic,sliding")
-    s.add_argument("--runs", type=int, default=1)
-    s.add_argument("--out", default="eval-out")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--resamples", type=int, default=5000)
+    s.add_argument("--gold", required=True, metavar="FILE",
+                   help="gold set, JSON Lines (e.g. tests/data/eval/dev.jsonl)")
+    s.add_argument("--systems", default="full,b1,b2a,b2b,b3,b4,b5,simple,semantic,sliding",
+                   help="comma-separated systems to run (default: all): full, b1 no reranker, b2a dense only, "
+                        "b2b BM25 only, b3 embedder fallback, b4 other reranker, b5 no HAR/IHI, simple RAG, "
+                        "semantic and sliding chunking")
+    s.add_argument("--runs", type=int, default=1, help="runs per system, averaged per item (default: 1)")
+    s.add_argument("--out", default="eval-out", metavar="DIR",
+                   help="folder for report.md, results.json and the plots (default: eval-out)")
+    s.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the Markdown report")
+    s.add_argument("--resamples", type=int, default=5000, help="bootstrap and permutation resamples (default: 5000)")
 
     s = sub.add_parser("gold", help="gold question sets: draft new items with the LLM")
     gold = s.add_subparsers(dest="gold_action", required=True)
     g = gold.add_parser("synth", help="draft quote-anchored items from chunks; keep those passing the automatic checks")
     g.add_argument("--n", type=int, default=50, help="items to keep")
     g.add_argument("--out", required=True, help="JSON Lines file to write")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="random seed for choosing chunks (default: 0)")
     g.add_argument("--topics", default="", help="comma-separated topics to draw from (default: all)")
     g.add_argument("--max-calls", type=int, default=None, help="LLM calls at most (default: 3n + 10)")
 
     s = sub.add_parser("models", help="fetch the configured models once (honours HF_ENDPOINT)")
-    s.add_argument("action", choices=["fetch"])
+    s.add_argument("action", choices=["fetch"], help="fetch: download the configured embedder and reranker")
     return p
 
 
 COMMANDS = {"index": cmd_index, "chunks": cmd_chunks, "search": cmd_search, "ask": cmd_ask, "source": cmd_source,
             "chat": cmd_chat, "serve": cmd_serve, "eval": cmd_eval, "gold": cmd_gold,
-            "models": cmd_models}
+            "models": cmd_models, "health": cmd_health}
 
 
 def main(argv: list[str] | None = None) -> int:
