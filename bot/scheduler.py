@@ -29,7 +29,7 @@ from typing import Awaitable, Callable
 from zoneinfo import ZoneInfo
 
 from rag_core.config import Config
-from rag_core.index.build import BuildInProgress, BuildReport, EmptyKnowledgeBase, build_index, scan_kb
+from rag_core.index.build import BuildInProgress, BuildReport, EmptyKnowledgeBase, build_index, scan_kb_entries
 from rag_core.index.layout import Layout
 
 from . import metrics
@@ -53,6 +53,15 @@ _REASONS = (  # the readers' English reasons (rag_core.ingest.readers) → what 
     ("unsupported file type", "不支持的文件类型"),
     ("unreadable", "文件无法读取"),
     ("cannot read file", "文件无法读取"),
+    ("symlink to a file outside", "是指向知识库文件夹之外的符号链接，出于安全不读取"),
+    ("symlink to a folder outside", "是指向知识库文件夹之外的文件夹链接，出于安全不读取"),
+    ("symlink to the folder", "是指向知识库内文件夹的链接，不跟随（其中文件按原名收录）"),
+    ("symlink", "是符号链接，不重复收录（链接不读取，原文件按原名收录）"),
+    ("broken symlink", "符号链接已失效，指向的文件不存在"),
+    ("not a regular file", "不是普通文件（管道、设备等），不读取"),
+    ("hidden file", "隐藏文件（文件名以“.”开头），未收录"),
+    ("hidden folder", "隐藏文件夹（名称以“.”开头），其中的文件未收录"),
+    ("file too large", "文件太大，超过 [index] max_file_mb 的上限，未收录"),
 )
 
 
@@ -239,6 +248,7 @@ class KbWatcher:
         self._reference: tuple[str | None, dict[str, str]] = (None, {})
         self._requested: dict[str, str] | None = None
         self.pending: tuple[str, ...] = ()  # files still changing at the last poll
+        self._skipped: dict[str, str] = {}  # rel → marker of the kb/ entries a build skips (see ingest.kbfiles)
 
     def _serving(self) -> dict[str, str]:
         """rel → sha256 of the files the serving build read (indexed or failed; "" when it did not record one)."""
@@ -251,12 +261,15 @@ class KbWatcher:
         return self._reference[1]
 
     def _scan(self) -> dict[str, tuple[int, int]]:
+        """(size, mtime) of each file to read; entries the build skips (links, special, hidden) are never opened:
+        they stand for themselves by the marker the build records for them, kept in `self._skipped`."""
         try:
-            files = scan_kb(self.kb_dir)
+            entries = scan_kb_entries(self.kb_dir)
         except EmptyKnowledgeBase:
             return {}
+        self._skipped = {skip.path: skip.marker for skip in entries.skipped}
         sigs = {}
-        for path in files:
+        for path in entries.files:
             try:
                 st = path.stat()
             except OSError:  # removed between listing and stat
@@ -274,7 +287,7 @@ class KbWatcher:
         for rel in set(self._seen) - set(sigs):
             del self._seen[rel], self._since[rel]
             self._hashed.pop(rel, None)
-        state: dict[str, str] = {}
+        state: dict[str, str] = dict(self._skipped)
         pending = []
         for rel, sig in sigs.items():
             hashed = self._hashed.get(rel)

@@ -122,6 +122,7 @@ class IndexConfig:
     settle_s: int = 30
     gate_margin: float = 0.1
     smoke_questions: tuple[str, ...] = ()  # empty: a few built-in dev questions
+    max_file_mb: float = 20.0  # larger kb/ files are skipped and reported, not read
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,7 @@ _CHOICES = {
 
 _MINIMA = {
     ("index", "keep_builds"): 2,  # the current build and the one queries in flight may still read
+    ("index", "max_file_mb"): 0.001,
     ("retrieval", "final_topk"): 1,
     ("retrieval", "rerank_candidates"): 1,
     ("bot", "max_concurrent"): 1,

@@ -32,7 +32,8 @@ from ..chunking import chunk_document
 from ..config import Config
 from ..ids import docid_for
 from ..ingest.clean import normalise
-from ..ingest.readers import SUPPORTED_SUFFIXES, IngestError, read_file
+from ..ingest.kbfiles import MB, KbScan, TooLarge, read_regular, scan
+from ..ingest.readers import SUPPORTED_SUFFIXES, IngestError, read_data
 from ..lexical import Tokenizer
 from ..models import Embedder
 from ..records import Chunk, Document, Heading, UnitSpan
@@ -91,25 +92,25 @@ def length_summary(lengths: list[int]) -> dict[str, float]:
             "max": max(lengths), "mean": round(statistics.fmean(lengths), 1)}
 
 
+def scan_kb_entries(kb_dir: Path) -> KbScan:
+    """The regular files under kb/ to read, and the entries skipped with their reasons (see ingest.kbfiles)."""
+    try:
+        return scan(kb_dir)
+    except FileNotFoundError:
+        raise EmptyKnowledgeBase(f"knowledge base folder not found: {kb_dir}") from None
+
+
 def scan_kb(kb_dir: Path) -> list[Path]:
-    """Supported files under kb/, skipping hidden files and editors' lock files, in a stable order."""
-    if not kb_dir.is_dir():
-        raise EmptyKnowledgeBase(f"knowledge base folder not found: {kb_dir}")
-    files = [
-        p
-        for p in kb_dir.rglob("*")
-        if p.is_file()
-        and not any(part.startswith((".", "~$")) for part in p.relative_to(kb_dir).parts)
-        and p.suffix.lower() in SUPPORTED_SUFFIXES
-    ]
-    return sorted(files, key=lambda p: p.relative_to(kb_dir).as_posix())
+    """Supported regular files inside kb/ (no links, hidden or special files, lock files), in a stable order."""
+    return list(scan_kb_entries(kb_dir).files)
 
 
-def load_document(kb_dir: Path, path: Path) -> Document:
-    """Read and normalise one file; raises IngestError with the reason when it cannot be used."""
+def load_document(kb_dir: Path, path: Path, data: bytes | None = None) -> Document:
+    """Read and normalise one file (from `data` when already read); raises IngestError with the reason when it
+    cannot be used."""
     rel = path.relative_to(kb_dir).as_posix()
-    data = path.read_bytes()
-    norm = normalise(read_file(path))
+    data = read_regular(path, 1 << 62) if data is None else data
+    norm = normalise(read_data(data, path))
     if not norm.text.strip():
         raise IngestError("no text after cleaning")
     headings = tuple(Heading(h.start, h.end, h.level, h.text) for h in norm.headings)
@@ -231,9 +232,14 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
     build_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     report = BuildReport(build_id=build_id)
     kb_dir = cfg.kb_dir
-    files = scan_kb(kb_dir)
+    entries = scan_kb_entries(kb_dir)
+    files = entries.files
+    for skip in entries.skipped:
+        log.warning("skipped %s: %s", skip.path, skip.reason)
+        report.failures.append(Failure(skip.path, skip.reason, skip.marker))
     if not files:
         raise EmptyKnowledgeBase(f"no supported files ({', '.join(SUPPORTED_SUFFIXES)}) in {kb_dir}")
+    max_bytes = int(cfg.index.max_file_mb * MB)
 
     previous = layout.current_manifest() or {}
     prev_docs = previous.get("documents", {})
@@ -256,11 +262,20 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         for path in _progress(files, progress, "chunking"):
             rel = path.relative_to(kb_dir).as_posix()
             try:
-                sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                data = read_regular(path, max_bytes)
+            except TooLarge as exc:
+                log.warning("skipped %s: %s", rel, exc.reason)
+                report.failures.append(Failure(rel, exc.reason, exc.sha256))
+                continue
+            except IngestError as exc:  # swapped for a link or a special file since the scan
+                log.warning("skipped %s: %s", rel, exc.reason)
+                report.failures.append(Failure(rel, exc.reason, f"skipped: {exc.reason}"))
+                continue
             except OSError as exc:
                 log.warning("skipped %s: unreadable (%s)", rel, exc)
                 report.failures.append(Failure(rel, f"unreadable: {exc.strerror or exc}"))
                 continue
+            sha = hashlib.sha256(data).hexdigest()
             old = prev_docs.get(rel)
             if reusable and old and old["sha256"] == sha and rel in reusable.chunks and rel in reusable.documents:
                 doc_rows.append(reusable.documents[rel])
@@ -273,7 +288,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
                 report.failures.append(reusable.failures[rel])
                 continue
             try:
-                doc = load_document(kb_dir, path)
+                doc = load_document(kb_dir, path, data)
             except IngestError as exc:
                 log.warning("skipped %s: %s", rel, exc.reason)
                 report.failures.append(Failure(rel, exc.reason, sha))

@@ -56,6 +56,15 @@ def read_file(path: Path) -> RawDocument:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"cannot read file: {exc.strerror or exc}", path) from exc
+    return read_data(data, path)
+
+
+def read_data(data: bytes, path: Path) -> RawDocument:
+    """Extract a file's text from bytes already read (its `path` gives the type and the error messages)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise IngestError(f"unsupported file type '{suffix or path.name}'", path)
     if not data.strip():
         raise IngestError("empty file", path)
     try:
