@@ -310,7 +310,7 @@ class ChatService:
             return plain("command", welcome(msg.channel))
         if name == "/source":
             if not arg:
-                return plain("notice", "用法：/source 编号，例如 /source 1（上一条回答的第1条出处）或 /source e76faa05#3")
+                return plain("notice", "用法：/source 编号，例如 /source 1（上一条回答的第1条出处）或 /source fb82b28b#11")
             if arg.isdecimal() and len(arg) <= 3:
                 return await self.footnote_source(msg.channel, msg.chat_id, int(arg))
             return await self.source(arg, (msg.channel, msg.chat_id))

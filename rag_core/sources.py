@@ -7,7 +7,7 @@ from pathlib import Path
 from .ids import parse_id
 from .records import Chunk
 
-ID_HELP = "引用编号形如 e76faa05#3（8位文档号 + # + 段号），可从回答末尾的来源列表中找到。"
+ID_HELP = "引用编号形如 fb82b28b#11（8位文档号 + # + 段号），可从回答末尾的来源列表中找到。"
 
 
 @dataclass(frozen=True)
