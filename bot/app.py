@@ -4,8 +4,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import logging.handlers
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -49,6 +51,7 @@ async def start_services(
         cfg = dataclasses.replace(cfg, bot=dataclasses.replace(cfg.bot, admins=cfg.bot.admins + ("console:console",)))
     if engine is None:
         engine = await asyncio.to_thread(engine_for, cfg, args, True, True)
+    await asyncio.to_thread(_load_index, engine)
     history = await HistoryStore.open(cfg.data_dir / cfg.bot.history_db, cfg.bot.history_retention_days)
     await history.purge_expired()  # [bot] history_retention_days: on start, and nightly (IndexScheduler.housekeep)
     rebuilder = Rebuilder(cfg, engine, gate=QualityGate(cfg, engine.embedder, engine.tokenizer))
@@ -64,6 +67,14 @@ async def start_services(
         await history.close()
 
     return Running(service, rebuilder, scheduler, close, Monitor(cfg, service))
+
+
+def _load_index(engine) -> None:
+    """Open the current build before the first question (and so the start-up line can say which reranker runs)."""
+    try:
+        engine.refresh()
+    except Exception as exc:  # noqa: BLE001 - the first question says it (IndexUnavailable) as before
+        log.debug("index not loaded at start-up: %s", exc)
 
 
 async def open_service(cfg: Config, args=None, console_admin: bool = False, engine=None) -> tuple[ChatService, Callable[[], Awaitable[None]]]:
@@ -180,7 +191,9 @@ def startup_text(cfg: Config, running: Running, listening: dict[str, str], monit
     embedder = getattr(engine.embedder, "name", "?")
     if embedder != cfg.models.embedder and cfg.models.embedder not in ("hashing", "bundled"):
         embedder += f" (fallback: {cfg.models.embedder} not available)"
-    reranker = getattr(engine.reranker, "name", None) or "none (fusion order)"
+    retriever = getattr(engine, "_retriever", None)  # loaded by start_services; never load it here
+    reranker = getattr(retriever, "reranker_name", None) or getattr(engine.reranker, "name", None) or "none"
+    reranker += " (fusion order)" if reranker == "none" else ""
     chat = getattr(engine.chat, "model_name", None)
     answers = f"LLM {chat}" if chat else "extractive (no LLM key)"
     return (f"coffeebot {version()} up: {channels}; {monitor}; {index}; embedder {embedder}, reranker {reranker}, "
@@ -188,7 +201,24 @@ def startup_text(cfg: Config, running: Running, listening: dict[str, str], monit
 
 
 def announce(cfg: Config, running: Running, listening: dict[str, str], monitor_url: str | None) -> None:
+    """Log the start-up line at INFO (the log file keeps it), and put it on stderr even at the default level
+    (WARNING), where the stderr handler would drop it, without letting any other INFO record through."""
     try:
-        startup_log.info("%s", startup_text(cfg, running, listening, monitor_url))
+        text = startup_text(cfg, running, listening, monitor_url)
     except Exception:  # noqa: BLE001 - a start-up line must never stop the start-up
         log.exception("could not compose the start-up line")
+        return
+    startup_log.info("%s", text)
+    if not _stderr_shows(logging.INFO):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{stamp} INFO {startup_log.name}: {text}", file=sys.stderr, flush=True)
+
+
+def _stderr_shows(level: int) -> bool:
+    """Whether a record at `level` from the start-up logger reaches a handler writing to the terminal."""
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.FileHandler or isinstance(handler, logging.handlers.BaseRotatingHandler):
+            continue
+        if isinstance(handler, logging.StreamHandler) and handler.level <= level:
+            return True
+    return False

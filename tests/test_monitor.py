@@ -246,6 +246,9 @@ def test_serve_with_only_the_console_answers_healthz_and_metrics(sample_cfg, tmp
                 time.sleep(0.3)
         assert health is not None, "no /healthz within 40 s"
         assert health[0] == 200 and health[1]["channels"]["console"]["connected"] is True
+        probe = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "health"], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=30)
+        assert probe.returncode == 0 and json.loads(probe.stdout)["status"] == "ok", probe.stderr
         out, err = proc.communicate(QUESTION + "\n" + "叶子背面有黄粉咋办\n", timeout=60)
     finally:
         if proc.poll() is None:
