@@ -84,7 +84,7 @@ def test_every_option_has_help():
 def test_the_readme_eval_commands_work_in_a_clone():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     golds = [w.strip("`") for w in readme.split() if w.strip("`").endswith(".jsonl") and "eval" in w]
-    assert golds and "../shared" not in readme
+    assert golds and "../shared/eval" not in readme
     for gold in golds:
         assert (REPO / gold).is_file(), gold
 
