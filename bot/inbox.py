@@ -90,7 +90,7 @@ class Inbox:
                 query = f"SELECT update_id FROM updates WHERE bot_id = ? AND update_id IN ({','.join('?' * len(ids))})"
                 async with self._db.execute(query, [self._bot, *ids]) as cur:
                     known = {row[0] for row in await cur.fetchall()}
-                fresh = [(self._bot, u, json.dumps(p, ensure_ascii=False), self._clock())
+                fresh = [(self._bot, u, json.dumps(p), self._clock())  # ASCII: a lone surrogate stays storable
                          for u, p in updates if u not in known]
                 await self._db.executemany(
                     "INSERT INTO updates (bot_id, update_id, payload, received_at) VALUES (?, ?, ?, ?)", fresh)

@@ -298,3 +298,16 @@ async def test_2000_fuzzed_messages_all_get_a_reply(sample_engine, store):
     cfg = dataclasses.replace(sample_engine.cfg, bot=dataclasses.replace(sample_engine.cfg.bot, rate_limit_per_minute=0))
     service = ChatService(cfg, sample_engine, store)
     assert await run_fuzz(service, fuzz_messages(2000, seed=2026)) == (0, 0)
+
+
+async def test_telegram_inbox_stores_a_message_with_a_lone_surrogate(tmp_path):
+    """Telegram's JSON may carry "\\ud800"; one such update must not make the whole fetched batch unstorable."""
+    from bot.inbox import Inbox
+
+    inbox = await Inbox.open(tmp_path / "inbox.sqlite3", 1)
+    try:
+        assert await inbox.store([(5, {"message": {"text": "咖啡\ud800锈病"}}), (6, {"message": {"text": "好"}})]) == {5, 6}
+        recovered = await inbox.recover(max_age_s=3600)
+        assert [s.payload["message"]["text"] for s in recovered.pending] == ["咖啡\ud800锈病", "好"]
+    finally:
+        await inbox.close()
