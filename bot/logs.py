@@ -3,7 +3,8 @@
 
 - Secrets: the values of the secret environment variables (Telegram bot token, WeChat AppSecret, callback token and
   EncodingAESKey, the LLM API key), plus anything shaped like one whatever its source — `bot<id>:<token>` in
-  Telegram URLs, `secret=`/`access_token=`/… query values, `Bearer …` headers, `"access_token": "…"` in JSON —
+  Telegram URLs, `secret=`/`access_token=`/… query values, `Bearer …` headers, `"access_token": "…"` in JSON, the
+  password of a `scheme://user:password@host` URL (a proxy's) —
   are replaced by `***` in the formatted message, the exception text and the stack text of every record.
 - Third-party loggers (httpx, urllib3, telegram, apscheduler, chromadb, asyncio, …) reach the handlers at WARNING
   and above only, unless `-vvv` or `[log] levels` names them ("httpx=INFO").
@@ -41,6 +42,7 @@ _PATTERNS = (
     (re.compile(r"(?i)([?&;](?:access_token|secret|appsecret|app_secret|api_key|apikey|key|token|password|"
                 r"encodingaeskey|refresh_token|ticket)=)[^&\s#'\"]+"), r"\1" + MASK),
     (re.compile(r"(?i)(\bbearer\s+)[^\s'\",}]+"), r"\1" + MASK),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]+:)[^@\s/'\"]+@"), r"\1" + MASK + "@"),  # user:password@
     (re.compile(r"(?i)([\"'](?:access_token|secret|appsecret|api_key|password|refresh_token)[\"']\s*:\s*[\"'])"
                 r"[^\"']+"), r"\1" + MASK),
 )

@@ -61,12 +61,13 @@ def test_redact_masks_configured_secrets_and_secret_shaped_values():
     logs.set_secrets([APP_SECRET, AES_KEY])
     try:
         text = (f"secret={APP_SECRET} {AES_KEY} {AES_KEY.replace('+', '%2B').replace('/', '%2F')} "
-                f"?access_token=abc&x=1 /bot{TG_TOKEN}/getMe Bearer {LLM_KEY}")
+                f"?access_token=abc&x=1 /bot{TG_TOKEN}/getMe Bearer {LLM_KEY} socks5://farmer:pr0xy-pw@10.0.0.1:1080")
         masked = logs.redact(text)
     finally:
         logs.set_secrets(())
-    assert all(s not in masked for s in (APP_SECRET, AES_KEY, "%2F", "abc", TG_TOKEN.split(":")[1], LLM_KEY))
+    assert all(s not in masked for s in (APP_SECRET, AES_KEY, "%2F", "abc", TG_TOKEN.split(":")[1], LLM_KEY, "pr0xy-pw"))
     assert "?access_token=***&x=1" in masked and "/bot***/getMe" in masked
+    assert "socks5://farmer:***@10.0.0.1:1080" in masked
 
 
 def test_every_secret_is_masked_in_stderr_and_the_file_at_vvv(logging_setup, tmp_path, capsys):
