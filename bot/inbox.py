@@ -27,7 +27,7 @@ from .sqlite import open_db
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 5  # tries (restarts included) before a stored update is given up
 KEEP_DONE_S = 2 * 86400  # Telegram keeps an unconfirmed update 24 h; a done row is kept past that, to dedupe
 
 MIGRATIONS = (

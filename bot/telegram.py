@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from rag_core.config import Config
@@ -235,7 +235,7 @@ class TelegramChannel:
         self._state = "retrying"
         self._last_error = f"{type(exc).__name__}: {exc}".replace(self._token, "<token>")[:300]
         via = f" via {redact_proxy(self.cfg.telegram.proxy)}" if self.cfg.telegram.proxy else ""
-        log.warning("telegram: cannot reach the Bot API%s (attempt %d: %s); retrying in %.0f s",
+        log.warning("telegram: cannot reach the Bot API%s (attempt %d: %s); retrying in %.3g s",
                     via, self._attempt, self._last_error, retry_in)
 
     async def _reconnect(self) -> None:
@@ -513,7 +513,7 @@ class AnswerStream:
                 try:
                     await bot.send_message_draft(self.chat_id, self.draft_id, text)
                     kind = "draft"
-                except BadRequest as exc:  # e.g. a Bot API server without drafts: edit one message instead
+                except (BadRequest, InvalidToken) as exc:  # a Bot API server without drafts (404): edit instead
                     log.info("telegram: no draft streaming in chat %s (%s); editing a message", self.chat_id, exc.message)
                     self.private = False
                     await self._show(text)

@@ -40,6 +40,7 @@ class Reply:
     stall_after: int | None = None  # stream: send this many content pieces, then hang until the client gives up
     cut_after: int | None = None  # stream: send this many content pieces, then drop the connection
     finish_reason: str = "stop"
+    piece_delay_s: float = 0.0  # stream: wait this long before each content piece (a model writing as it thinks)
 
     def stream_pieces(self) -> tuple[str, ...]:
         if self.pieces:
@@ -47,11 +48,13 @@ class Reply:
         return tuple(self.text[i : i + 4] for i in range(0, len(self.text), 4))
 
 
-def answer(text: str, *, pieces: tuple[str, ...] = (), delay_s: float = 0.0, finish_reason: str = "stop") -> Reply:
-    """A successful answer; `pieces` (when given) must join to `text` and fix how it is streamed."""
+def answer(text: str, *, pieces: tuple[str, ...] = (), delay_s: float = 0.0, finish_reason: str = "stop",
+           piece_delay_s: float = 0.0) -> Reply:
+    """A successful answer; `pieces` (when given) must join to `text` and fix how it is streamed, `piece_delay_s`
+    how long each takes."""
     if pieces and "".join(pieces) != text:
         raise ValueError("pieces must join to text")
-    return Reply(text=text, pieces=pieces, delay_s=delay_s, finish_reason=finish_reason)
+    return Reply(text=text, pieces=pieces, delay_s=delay_s, finish_reason=finish_reason, piece_delay_s=piece_delay_s)
 
 
 def http_error(status: int, *, retry_after: float | str | None = None, message: str = "", delay_s: float = 0.0) -> Reply:
@@ -224,6 +227,8 @@ class FakeOpenAIServer:
             if n == reply.cut_after:
                 assert request.transport is not None
                 request.transport.abort()  # mid-body: the client sees an incomplete chunked response
+                return response
+            if reply.piece_delay_s and await self._wait_closing(reply.piece_delay_s):
                 return response
             await send({"content": piece})
         await send({}, reply.finish_reason, _usage(body, reply.text))
