@@ -137,8 +137,13 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
             raise IngestError(f"not a regular file ({_kind(st.st_mode)}): not read", path)
         if st.st_size > max_bytes:
             raise _too_large(fh, st.st_size, max_bytes)
-        data = fh.read(max_bytes + 1)
-        if len(data) > max_bytes:  # grew since fstat
+        data = fh.read(min(st.st_size, max_bytes) + 1)  # the size it has, and one byte to see if it grew
+        while st.st_size < len(data) <= max_bytes:  # it grew since fstat: read on, in blocks, up to the cap
+            block = fh.read(min(1 << 20, max_bytes + 1 - len(data)))
+            if not block:
+                break
+            data += block
+        if len(data) > max_bytes:  # grew past the cap since fstat
             fh.seek(0)
             raise _too_large(fh, max(st.st_size, len(data)), max_bytes)
     return data
