@@ -161,7 +161,7 @@ def engine_for(cfg: Config, args, need_llm: bool = False, build_if_missing: bool
     api_key = Secrets.from_env().llm_api_key if need_llm else None
     engine = load_engine(cfg, api_key=api_key, with_reranker=with_reranker)
     if build_if_missing and Layout(cfg.data_dir).current_id() is None:
-        print("首次运行：正在建立知识库索引……", file=sys.stderr)
+        print(f"first run: building the index of {cfg.kb_dir} …", file=sys.stderr)
         run_build(cfg, engine, progress=sys.stderr.isatty())
     return engine
 
@@ -249,7 +249,7 @@ def cmd_search(cfg: Config, args) -> int:
         _dump(retrieval_json(result))
         return 0
     if result.rewritten_query != result.query:
-        print(f"改写后的问题：{result.rewritten_query}")
+        print(f"rewritten query: {result.rewritten_query}")
     for n, hit in enumerate(result.evidence, 1):
         ranks = " ".join(f"{k}={v}" for k, v in hit.ranks.items())
         print(f"{n}. [{hit.chunk.id}] {hit.chunk.doc} › {hit.chunk.section}  score={hit.score:.4f}  ({ranks})")

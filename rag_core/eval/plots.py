@@ -7,7 +7,7 @@ stage names are replaced by "?".
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -21,20 +21,27 @@ def _ascii(label: str) -> str:
     return label.encode("ascii", "replace").decode("ascii")
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig: Figure, path: Path, tight: bool = True) -> Path:
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
 
 
 def plot_f1(path: Path, systems: Mapping[str, Mapping]) -> Path:
-    """Bar chart of each system's macro F1 with its 95% interval as an error bar."""
+    """Bar chart of each system's macro F1 with its 95% interval as an error bar; a legend says what each short
+    name (b1 … b5) is, from the systems' labels."""
     names = list(systems)
     f1 = np.array([float(systems[n]["f1"]) for n in names])
     ci = np.array([[float(v) for v in systems[n]["f1_ci"]] for n in names]).reshape(-1, 2)
     err = np.vstack([np.maximum(f1 - ci[:, 0], 0), np.maximum(ci[:, 1] - f1, 0)])
-    fig = Figure(figsize=(max(4.0, 1.2 * len(names) + 2), 4))
+    labels = {n: str(systems[n].get("label") or "") for n in names}
+    legend = [f"{n}: {_ascii(labels[n])}" for n in names if labels[n] and labels[n] != n]
+    fig = Figure(figsize=(max(4.0, 1.2 * len(names) + 2), 4 + 0.22 * len(legend)))
     ax = fig.add_subplot()
+    if legend:
+        fig.text(0.01, 0.01, "\n".join(legend), fontsize=7, family="monospace", va="bottom")
+        fig.subplots_adjust(bottom=0.12 + 0.045 * len(legend))
     x = np.arange(len(names))
     ax.bar(x, f1, yerr=err, capsize=6, color="tab:blue", alpha=0.8)
     for xi, v in zip(x, f1):
@@ -43,7 +50,7 @@ def plot_f1(path: Path, systems: Mapping[str, Mapping]) -> Path:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("citation F1 (macro)")
     ax.set_title("Citation F1 per system, 95% bootstrap interval")
-    return _save(fig, path)
+    return _save(fig, path, tight=not legend)  # tight_layout would drop the legend's room
 
 
 def plot_bootstraps(path: Path, bootstraps: Mapping[str, np.ndarray]) -> Path:
@@ -97,16 +104,30 @@ def _share_bars(ax, stages: list[str], shares: list[float], title: str) -> None:
     ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
 
 
+ZOOM_WHEN_HIDDEN = 0.5  # the retrieval zoom is drawn only when the other stages take at least this share
+
+
 def plot_latency_share(path: Path, latency: Mapping[str, Mapping[str, float]]) -> Path:
-    """Mean share of the total per stage, and a second panel zoomed on the retrieval stages (no generate)."""
+    """Mean share of the total per stage; a second panel zooms on the retrieval stages only when generation takes
+    most of the time (otherwise the zoom would repeat the first panel)."""
     stages = [s for s in latency if s != "total"]
     retrieval = [s for s in RETRIEVAL_STAGES if s in latency]
-    fig = Figure(figsize=(11, 4))
-    left, right = fig.subplots(1, 2)
-    _share_bars(left, stages, [float(latency[s]["share"]) for s in stages], "Cost share per stage")
-    _share_bars(right, retrieval, [float(latency[s]["share"]) for s in retrieval],
-                "Retrieval stages only (zoom, generate excluded)")
+    hidden = sum(float(latency[s]["share"]) for s in stages if s not in retrieval)
+    zoom = bool(retrieval) and hidden >= ZOOM_WHEN_HIDDEN
+    fig = Figure(figsize=(11, 4) if zoom else (6.5, 4))
+    axes = fig.subplots(1, 2) if zoom else [fig.add_subplot()]
+    _share_bars(axes[0], stages, [float(latency[s]["share"]) for s in stages], "Cost share per stage")
+    if zoom:
+        _share_bars(axes[1], retrieval, [float(latency[s]["share"]) for s in retrieval],
+                    "Retrieval stages only (zoom, generate excluded)")
     return _save(fig, path)
+
+
+def stages_that_ran(latency: Mapping[str, Mapping[str, float]], skipped: Sequence[str] = ()) -> dict:
+    """The latency summary without the stages that did not run: never timed (all zeros) or named in `skipped`
+    (e.g. "rerank" when no reranker was loaded: its timing is only the bookkeeping around nothing)."""
+    return {s: v for s, v in latency.items()
+            if s not in skipped and (s == "total" or float(v.get("mean", 0)) > 0 or float(v.get("p99", 0)) > 0)}
 
 
 def plot_report(
@@ -114,12 +135,15 @@ def plot_report(
     systems: dict[str, dict],
     bootstraps: dict[str, np.ndarray],
     latency: dict[str, dict[str, float]],
+    skipped_stages: Sequence[str] = (),
 ) -> list[Path]:
     """Write the report's PNG plots into ``out_dir`` (created if needed); return the written paths.
 
     ``systems[name]`` holds at least "f1" and "f1_ci" ([lo, hi]); ``bootstraps[name]`` the bootstrap means of
-    its F1; ``latency`` is :func:`rag_core.eval.metrics.latency_summary` output. Empty inputs skip their plots.
+    its F1; ``latency`` is :func:`rag_core.eval.metrics.latency_summary` output. Empty inputs skip their plots;
+    stages that did not run (see ``stages_that_ran``) are not drawn.
     """
+    latency = stages_that_ran(latency, skipped_stages) if latency else latency
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

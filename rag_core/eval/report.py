@@ -1,10 +1,20 @@
 """The evaluation report in Markdown: Table 4 (ablations), Table 5 (chunking), errors, latency."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 TABLE4 = ("full", "b1", "b2a", "b2b", "b3", "b4", "b5", "simple")
 TABLE5 = ("semantic", "sliding")
+
+
+def label_for(label: str, reranker: str | None) -> str:
+    """A system's label naming the reranker that ran: "+ rerank" becomes "+ rerank (NAME)", or goes when none ran."""
+    if reranker is None or not re.search(r"\brerank\b", label):
+        return label
+    if reranker in ("", "none"):
+        return re.sub(r"\s*\+\s*rerank\b", "", label)
+    return re.sub(r"\brerank\b", f"rerank ({reranker})", label, count=1)
 
 
 def _f(x, digits: int = 3) -> str:
@@ -51,9 +61,17 @@ def markdown(report: dict) -> str:
         lines += ["", f"## Error analysis ({report['errors']['system']})", "", "| category | share |", "| --- | --- |"]
         lines += [f"| {k} | {v:.1%} |" for k, v in report["errors"]["shares"].items()]
     if report.get("latency"):
-        lines += ["", "## Latency (ms)", "", "| stage | p50 | p90 | p99 | mean | share |", "| --- | --- | --- | --- | --- | --- |"]
+        from .plots import stages_that_ran
+
+        skipped = report.get("skipped_stages", [])
+        ran = stages_that_ran(report["latency"], skipped)
+        lines += ["", f"## Latency (ms, {report.get('errors', {}).get('system', 'full')})", "",
+                  "| stage | p50 | p90 | p99 | mean | share |", "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {k} | {v['p50']:.1f} | {v['p90']:.1f} | {v['p99']:.1f} | {v['mean']:.1f} | {v['share']:.1%} |"
-                  for k, v in report["latency"].items()]
+                  for k, v in ran.items()]
+        gone = [k for k in report["latency"] if k not in ran]
+        if gone:
+            lines += ["", f"Did not run: {', '.join(gone)}."]
     if report.get("gold_errors"):
         lines += ["", "## Gold-set errors", ""] + [f"- {e}" for e in report["gold_errors"]]
     if report.get("plots"):

@@ -43,6 +43,7 @@ class SystemResult:
     runs: list[list[ItemRun]]  # runs × items
     warnings: list[str]
     gold_errors: list[str]
+    reranker: str = "none"  # what reranked: the cross-encoder's or the learned ranker's name, or "none"
 
     def per_item(self, metric: str) -> np.ndarray:
         from .metrics import per_item_values
@@ -50,14 +51,27 @@ class SystemResult:
         return mean_over_runs([per_item_values([r.score for r in run], metric) for run in self.runs])
 
 
-def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: int) -> SystemResult:
+def reranker_that_ran(engine: Engine, system: System) -> str:
+    """The reranker the engine reports for this system's options ("none": fusion order)."""
+    if not system.options.channels.rerank:
+        return "none"
+    name = getattr(engine.retriever, "reranker_name", None)  # the cross-encoder, else a learned ranker, else "none"
+    return name or getattr(engine.reranker, "name", None) or "none"
+
+
+def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: int,
+               progress: bool = False) -> SystemResult:
+    """Every item through the engine `runs` times; with `progress`, a bar on stderr (for a terminal)."""
+    from tqdm import tqdm
+
     index = engine.index
     documents = {d["path"]: d["text"] for d in index.documents.values()}
     mapping = map_gold(items, documents, index.chunks)
     all_runs = []
-    for _ in range(runs):
+    for run in range(runs):
         results = []
-        for item in items:
+        desc = system.name if runs == 1 else f"{system.name} run {run + 1}/{runs}"
+        for item in tqdm(items, desc=desc, unit="q", disable=not progress, leave=False, file=sys.stderr):
             answer = engine.answer(item.question, list(item.history), system.options)
             cited = [c.id for c in answer.citations]
             evidence = [h.chunk.id for h in answer.evidence]
@@ -68,7 +82,7 @@ def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: 
             category = classify_error(cited, evidence, gold, item.answerable)
             results.append(ItemRun(item, cited, evidence, dict(answer.timings_ms), score, category, answer.mode))
         all_runs.append(results)
-    return SystemResult(system, all_runs, list(engine.warnings), mapping.errors)
+    return SystemResult(system, all_runs, list(engine.warnings), mapping.errors, reranker_that_ran(engine, system))
 
 
 def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict, np.ndarray]:
@@ -78,8 +92,11 @@ def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict
     answerable = [r for r in result.runs[0] if r.item.answerable]
     refused = [r for r in result.runs[0] if not r.item.answerable and not r.cited]
     unanswerable = [r for r in result.runs[0] if not r.item.answerable]
+    from .report import label_for
+
     summary = {
-        "label": result.system.label,
+        "label": label_for(result.system.label, result.reranker),
+        "reranker": result.reranker,
         "n": len(result.runs[0]),
         "precision": float(np.nanmean(result.per_item("precision"))),
         "recall": float(np.nanmean(result.per_item("recall"))),
@@ -100,7 +117,8 @@ def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict
     return summary, boot
 
 
-def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_dir: Path, resamples: int, chat=None) -> dict:
+def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_dir: Path, resamples: int, chat=None,
+             progress: bool = False) -> dict:
     items = load_gold(gold_path)
     factory = EngineFactory(cfg, cfg.data_dir / "eval", chat=chat)
     systems: dict[str, dict] = {}
@@ -119,7 +137,7 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
             log.warning("system %s skipped: %s", name, exc)
             continue
         started = time.monotonic()
-        results[name] = run_system(engine, system, items, runs)
+        results[name] = run_system(engine, system, items, runs, progress)
         systems[name], boots[name] = summarise(results[name], resamples)
         systems[name]["seconds"] = round(time.monotonic() - started, 1)
         log.info("system %s: F1 %.3f", name, systems[name]["f1"])
@@ -141,6 +159,7 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
         report["errors"] = {"system": base, "shares": category_shares(r.category for run in full.runs for r in run)}
         report["latency"] = latency_summary([r.timings for run in full.runs for r in run])
         report["gold_errors"] = full.gold_errors
+        report["skipped_stages"] = ["rerank"] if full.reranker == "none" else []
         report["items_detail"] = [
             {"id": r.item.id, "cited": r.cited, "evidence": r.evidence, "category": r.category, "f1": r.score.f1}
             for r in full.runs[0]
@@ -152,10 +171,10 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
 def _note_degenerate(systems: dict[str, dict]) -> None:
     """Say so when an ablation equals the full system because the full system already runs without that model."""
     full_warnings = " ".join(systems.get("full", {}).get("warnings", []))
-    for name, marker, why in (("b1", "reranker unavailable", "no cross-encoder here either"),
-                              ("b3", "embedder fallback in use", "it already uses the fallback here")):
-        if name in systems and marker in full_warnings:
-            systems[name]["label"] += f" (= full: {why})"
+    if "b1" in systems and systems.get("full", {}).get("reranker") == "none":
+        systems["b1"]["label"] += " (= full: no reranker ran in full either)"
+    if "b3" in systems and "embedder fallback in use" in full_warnings:
+        systems["b3"]["label"] += " (= full: it already uses the fallback here)"
 
 
 def write_report(out_dir: Path, report: dict, boots: dict[str, np.ndarray]) -> None:
@@ -163,7 +182,7 @@ def write_report(out_dir: Path, report: dict, boots: dict[str, np.ndarray]) -> N
     from .report import markdown
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = plot_report(out_dir, report["systems"], boots, report.get("latency", {}))
+    plots = plot_report(out_dir, report["systems"], boots, report.get("latency", {}), report.get("skipped_stages", ()))
     report["plots"] = [str(p) for p in plots]
     (out_dir / "report.md").write_text(markdown(report), encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
@@ -177,7 +196,8 @@ def main(cfg: Config, args) -> int:
         from ..llm import OpenAIChatModel
 
         chat = OpenAIChatModel(cfg.llm, key)
-    report = evaluate(cfg, Path(args.gold), names, args.runs, Path(args.out), args.resamples, chat=chat)
+    report = evaluate(cfg, Path(args.gold), names, args.runs, Path(args.out), args.resamples, chat=chat,
+                      progress=sys.stderr.isatty())
     if args.json:
         slim = {k: v for k, v in report.items() if k != "items_detail"}
         sys.stdout.write(json.dumps(slim, ensure_ascii=False) + "\n")
