@@ -258,8 +258,9 @@ class WeChatChannel:
             return web.Response(status=400, text="malformed")
         age = self._age(timestamp)
         if age is None or abs(age) > self.cfg.max_age_s:
-            return self._refuse(request, "stale timestamp", f"timestamp {timestamp[:20]!r}, "
-                                f"{'unreadable' if age is None else f'{age:.0f} s old'}, max_age_s {self.cfg.max_age_s}")
+            how = "unreadable" if age is None else f"{age:.0f} s old"
+            return self._refuse(request, "stale timestamp",
+                                f"timestamp {timestamp[:20]!r}, {how}, max_age_s {self.cfg.max_age_s}")
         try:
             msg = parse_message(xml)
             if msg is None or not msg.source:
