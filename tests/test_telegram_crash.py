@@ -72,3 +72,57 @@ async def test_questions_survive_sigkill_and_restart_cycles(sample_cfg, tmp_path
     assert asked >= 65
     text = log.read_text(encoding="utf-8", errors="replace")
     assert "stored updates from before the restart" in text and tg.token.partition(":")[2] not in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_serve_keeps_running_without_a_route_to_telegram(sample_cfg, tmp_path):
+    """Issue 14.3: a token with no route to Telegram used to end `serve` with a 125-line traceback."""
+    import json
+    import socket
+    import urllib.request
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_cfg.data_dir, data_dir,
+                    ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*", "telegram*inbox*"))
+    log = tmp_path / "daemon.log"
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    nowhere, monitor = ports  # nothing listens on `nowhere`: connection refused, like a blocked route
+    with FakeOpenAIServer() as llm:
+        async with FakeTelegramAPI() as tg:
+            config = write_config(tmp_path / "config.toml", data_dir, tg, llm)
+            text = config.read_text(encoding="utf-8").replace(f"127.0.0.1:{tg.port}", f"127.0.0.1:{nowhere}")
+            config.write_text(text + f"[monitor]\nhost = \"127.0.0.1\"\nport = {monitor}\n", encoding="utf-8")
+            daemon = start_daemon(config, tg.token, log)
+            try:
+                def health() -> dict | None:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{monitor}/healthz", timeout=2) as r:
+                            return json.loads(r.read())
+                    except urllib.error.HTTPError as exc:
+                        return json.loads(exc.read())
+                    except OSError:
+                        return None
+
+                def retried_three_times() -> bool:
+                    return log.read_text(encoding="utf-8", errors="replace").count("cannot reach the Bot API") >= 3
+
+                await wait_until(retried_three_times, 90, "three connection attempts")  # 1 s, 2 s, 4 s apart
+                assert daemon.poll() is None  # still serving
+                state = await asyncio.to_thread(health)
+                daemon.send_signal(signal.SIGTERM)
+                assert await asyncio.to_thread(daemon.wait, 30) == 0
+            finally:
+                if daemon.poll() is None:
+                    daemon.kill()
+    text = log.read_text(encoding="utf-8", errors="replace")
+    lines = [line for line in text.splitlines() if "cannot reach the Bot API" in line]
+    print("\n" + "\n".join(lines[:3]))
+    assert "Traceback" not in text and tg.token.partition(":")[2] not in text
+    assert all("retrying in" in line for line in lines)
+    assert state is not None and state["channels"]["telegram"]["connected"] is False
+    assert state["channels"]["telegram"]["state"] == "retrying"
