@@ -35,6 +35,7 @@ from telegram.ext import AIORateLimiter, Application, CallbackQueryHandler, Cont
 
 from rag_core.config import Config
 
+from . import metrics
 from .formatting import escape_html, split_text, telegram_html
 from .inbox import MAX_ATTEMPTS, Inbox
 from .service import NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain
@@ -47,7 +48,6 @@ SOURCE_PREFIX = "src:"  # callback data of a 原文n button: "src:e76faa05#3" (T
 MESSAGE_LIMIT = 4096  # UTF-16 code units
 SEND_RETRIES = 2  # resends after a 429 (AIORateLimiter waits out the RetryAfter first)
 ALLOWED_UPDATES = ["message", "callback_query"]
-GROUP_STREAM_INTERVAL_S = 3.0  # Telegram allows about 20 messages (edits too) per minute in a group
 COMMANDS = [("start", "开始使用"), ("help", "帮助"), ("source", "查看引用原文，例如 /source e76faa05#3"),
             ("reset", "清除对话记录")]
 MEDIA = (filters.VOICE | filters.AUDIO | filters.PHOTO | filters.Sticker.ALL | filters.VIDEO | filters.VIDEO_NOTE
@@ -125,13 +125,14 @@ class TelegramChannel:
     poll_timeout_s = 20  # long polling: Telegram holds an empty getUpdates this long
     retry_first_s = 1.0  # reconnect backoff: 1 s, 2 s, 4 s, … up to [telegram] retry_max_s
     drain_s = 30.0  # how long stop() waits for answers in progress (the rest are answered after the restart)
+    group_stream_interval_s = 3.0  # Telegram allows about 20 messages (edits too) per minute in a group
 
     def __init__(self, cfg: Config, token: str, service: ChatService) -> None:
         self.cfg, self.service, self._token = cfg, service, token
         tg = cfg.telegram
         builder = (
             Application.builder().token(token).base_url(tg.base_url).base_file_url(tg.base_file_url)
-            .rate_limiter(AIORateLimiter(max_retries=SEND_RETRIES))
+            .rate_limiter(metrics.counting_rate_limiter(SEND_RETRIES))  # AIORateLimiter, 429s counted
         )
         if tg.proxy:
             builder = builder.proxy(tg.proxy).get_updates_proxy(tg.proxy)
@@ -230,6 +231,7 @@ class TelegramChannel:
     def _failed(self, exc: BaseException, retry_in: float) -> None:
         """One line per failed attempt: what went wrong (never the token) and when the next try is."""
         self._attempt += 1
+        metrics.count_telegram_retry("connect")
         if self._state != "retrying":
             self._since = time.time()
         self._state = "retrying"
@@ -459,7 +461,7 @@ class AnswerStream:
         self.private = msg.chat.type == ChatType.PRIVATE
         self.reply_to = channel._reply_to(msg)
         interval = channel.cfg.telegram.stream_interval_s
-        self.interval = interval if self.private else max(interval, GROUP_STREAM_INTERVAL_S)
+        self.interval = interval if self.private else max(interval, channel.group_stream_interval_s)
         self.draft_id = msg.message_id or 1  # non-zero; one draft per question
         self.message: Message | None = None  # the streamed message (edit mode)
         self.states: list[tuple[float, str, str]] = []  # (seconds since the question, "draft"/"message"/"edit", text)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from bot.history_store import HistoryStore
 from bot.service import ChatService
 from rag_core.llm import OpenAIChatModel
 from tests.conftest import engine_for
@@ -20,10 +21,11 @@ pytestmark = pytest.mark.timeout(60)
 INVENTED = "deadbeef#9"  # an id no passage has: shown to nobody, dropped from the final text
 
 
-def streaming_engine(cfg, llm: FakeOpenAIServer):
+def streaming_engine(cfg, llm: FakeOpenAIServer, interval_s: float):
     cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, base_url=llm.base_url, stream=True, max_retries=0,
                                                            timeout_s=20.0),
-                              history=dataclasses.replace(cfg.history, har_llm=False))
+                              history=dataclasses.replace(cfg.history, har_llm=False),
+                              telegram=dataclasses.replace(cfg.telegram, stream_interval_s=interval_s))
     return cfg, engine_for(cfg, chat=OpenAIChatModel(cfg.llm, "test-key"))
 
 
@@ -35,31 +37,35 @@ def scripted_answer(engine, piece_delay_s: float):
     return cid, answer("".join(pieces), pieces=pieces, piece_delay_s=piece_delay_s)
 
 
-async def test_private_chat_sees_a_growing_draft_then_the_cited_answer(sample_cfg, tmp_path):
+async def stream_one(sample_cfg, tmp_path, chat_id: int, *, interval_s: float, piece_delay_s: float, text: str = QUESTION,
+                     group_interval_s: float = 3.0, chat_type: str | None = None, draft_fails: bool = False):
+    """Ask one question through the fakes and wait for the final answer; (api, llm, cited id, time asked)."""
     async with FakeOpenAIServer() as llm, FakeTelegramAPI() as api:
-        cfg, engine = streaming_engine(tg_config(sample_cfg, api), llm)
-        cid, reply = scripted_answer(engine, piece_delay_s=0.4)
+        cfg, engine = streaming_engine(tg_config(sample_cfg, api), llm, interval_s)
+        cid, reply = scripted_answer(engine, piece_delay_s)
         llm.push(reply)
-        from bot.history_store import HistoryStore
-
+        if draft_fails:
+            api.fail_next("sendMessageDraft", status=404, description="Not Found: method not found")
         store = await HistoryStore.open(tmp_path / "history.sqlite3")
         try:
-            async with running(cfg, api, ChatService(cfg, engine, store)):
+            async with running(cfg, api, ChatService(cfg, engine, store)) as channel:
+                channel.group_stream_interval_s = group_interval_s
                 asked = time.monotonic()
-                api.push_text(42, QUESTION)
-                (final,) = await api.wait_sent(1, timeout=20, chat_id=42)
-                final_at = next(c.at for c in api.calls_of("sendMessage"))
+                api.push_text(chat_id, text, 7, chat_type=chat_type)
+                await api.wait_for(lambda: any("来源" in s.plain for s in api.sent), 20)
         finally:
             await store.close()
-    drafts = api.drafts
-    lines = [f"+{d.at - asked:5.2f} s  draft    {d.text}" for d in drafts]
-    lines.append(f"+{final_at - asked:5.2f} s  message  {final.plain}")
-    print("\n==== a streamed Telegram answer (private chat, loopback fakes) ====\n" + "\n".join(lines))
+    return api, llm, cid, asked
 
-    assert len(drafts) >= 2 and {d.draft_id for d in drafts} != {0} and len({d.draft_id for d in drafts}) == 1
+
+def check_private_stream(api, llm, cid: str, asked: float, interval_s: float) -> None:
+    drafts = api.drafts
+    (final,) = api.sent
+    final_at = api.calls_of("sendMessage")[0].at
+    assert len(drafts) >= 2 and 0 not in {d.draft_id for d in drafts} and len({d.draft_id for d in drafts}) == 1
     assert all(b.text.startswith(a.text) and len(b.text) > len(a.text) for a, b in zip(drafts, drafts[1:]))
-    assert all(b.at - a.at >= 0.9 for a, b in zip(drafts, drafts[1:]))  # at most about once a second
-    assert drafts[0].at - asked < final_at - asked - 1.5  # the user saw text well before the answer was done
+    assert all(b.at - a.at >= interval_s * 0.9 for a, b in zip(drafts, drafts[1:]))  # at most one per interval
+    assert drafts[0].at < final_at - interval_s  # the user saw text well before the answer was done
     assert not any("#" in d.text or "[" in d.text for d in drafts)  # ids are never shown half-checked
     assert INVENTED not in final.text and "deadbeef" not in final.plain
     assert "[1]" in final.plain and "来源" in final.plain and final.parse_mode == "HTML"
@@ -67,49 +73,43 @@ async def test_private_chat_sees_a_growing_draft_then_the_cited_answer(sample_cf
     assert "铜制剂保护新叶" in final.plain and len(llm.requests) == 1 and llm.requests[0]["stream"] is True
 
 
+async def test_private_chat_sees_a_growing_draft_then_the_cited_answer(sample_cfg, tmp_path):
+    api, llm, cid, asked = await stream_one(sample_cfg, tmp_path, 42, interval_s=0.3, piece_delay_s=0.12)
+    check_private_stream(api, llm, cid, asked, 0.3)
+
+
+@pytest.mark.slow
+async def test_record_a_streamed_answer_at_the_default_pace(sample_cfg, tmp_path):
+    """The default pace (a draft at most once a second) with a model writing a piece every 0.4 s; printed (-s)."""
+    api, llm, cid, asked = await stream_one(sample_cfg, tmp_path, 42, interval_s=1.0, piece_delay_s=0.4)
+    lines = [f"+{d.at - asked:5.2f} s  sendMessageDraft  {d.text}" for d in api.drafts]
+    lines.append(f"+{api.calls_of('sendMessage')[0].at - asked:5.2f} s  sendMessage       {api.sent[0].plain}")
+    print("\n==== a streamed Telegram answer (private chat, loopback fakes) ====\n" + "\n".join(lines))
+    check_private_stream(api, llm, cid, asked, 1.0)
+
+
 async def test_group_sees_one_message_edited_into_the_answer(sample_cfg, tmp_path):
     group = -100500
-    async with FakeOpenAIServer() as llm, FakeTelegramAPI() as api:
-        cfg, engine = streaming_engine(tg_config(sample_cfg, api), llm)
-        cid, reply = scripted_answer(engine, piece_delay_s=0.55)
-        llm.push(reply)
-        from bot.history_store import HistoryStore
-
-        store = await HistoryStore.open(tmp_path / "history.sqlite3")
-        try:
-            async with running(cfg, api, ChatService(cfg, engine, store)):
-                question = api.push_text(group, f"@{BOT_USERNAME} {QUESTION}", 7, chat_type="supergroup")["message"]
-                await api.wait_for(lambda: any("来源" in s.plain for s in api.sent), 20)
-        finally:
-            await store.close()
+    api, llm, cid, asked = await stream_one(sample_cfg, tmp_path, group, interval_s=0.3, piece_delay_s=0.15,
+                                            text=f"@{BOT_USERNAME} {QUESTION}", group_interval_s=0.5,
+                                            chat_type="supergroup")
     sends = [c for c in api.calls_of("sendMessage") if c.params["chat_id"] == group]
     edits = api.calls_of("editMessageText")
     assert len(sends) == 1 and "parse_mode" not in sends[0].params  # the first partial state, plain text
     assert len(edits) >= 2 and edits[-1].params["parse_mode"] == "HTML"  # partial edit(s), then the final text
-    assert all(b.at - a.at >= 2.9 for a, b in zip(edits, edits[1:-1]))  # groups: partial edits 3 s apart
+    assert all(b.at - a.at >= 0.45 for a, b in zip(edits, edits[1:-1]))  # the group pace, not the private one
     assert not api.drafts  # drafts are for private chats
     (final,) = [s for s in api.sent if s.chat_id == group]
-    assert final.reply_to == question["message_id"] and final.buttons == [("原文1", f"src:{cid}")]
+    question_id = api.calls_of("sendMessage")[0].params["reply_parameters"]["message_id"]
+    assert final.reply_to == question_id and final.buttons == [("原文1", f"src:{cid}")]
     assert "[1]" in final.plain and "deadbeef" not in final.plain
     assert not any(INVENTED in str(c.params.get("text", "")) for c in api.calls)
 
 
 async def test_without_drafts_a_private_chat_gets_edits(sample_cfg, tmp_path):
     """A Bot API server that refuses sendMessageDraft (older, or a local server): one message is edited instead."""
-    async with FakeOpenAIServer() as llm, FakeTelegramAPI() as api:
-        cfg, engine = streaming_engine(tg_config(sample_cfg, api), llm)
-        cid, reply = scripted_answer(engine, piece_delay_s=0.3)
-        llm.push(reply)
-        api.fail_next("sendMessageDraft", status=404, description="Not Found: method not found")
-        from bot.history_store import HistoryStore
-
-        store = await HistoryStore.open(tmp_path / "history.sqlite3")
-        try:
-            async with running(cfg, api, ChatService(cfg, engine, store)):
-                api.push_text(43, QUESTION)
-                await api.wait_for(lambda: any("来源" in s.plain for s in api.sent), 20)
-        finally:
-            await store.close()
+    api, llm, cid, asked = await stream_one(sample_cfg, tmp_path, 43, interval_s=0.3, piece_delay_s=0.12,
+                                            draft_fails=True)
     assert len(api.calls_of("sendMessageDraft")) == 1 and not api.drafts
     assert len(api.calls_of("sendMessage")) == 1 and api.calls_of("editMessageText")
     (final,) = api.sent
