@@ -53,6 +53,9 @@ class RetrievalConfig:
     final_topk: int = 5
     bm25_engine: str = "auto"  # "rank_bm25" (the paper's), "bm25s" (fast at any size), "auto" (bm25s past 2,000 chunks)
     max_query_chars: int = 500
+    learned_ranker: bool = True  # without a cross-encoder, rerank with the build's learned ranker (rag_core.rank)
+    learned_candidates: int = 20  # fused candidates the learned ranker sees
+    ranker_pseudo_queries: int = 300  # training questions generated from the knowledge base per build (at most)
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ _MINIMA = {
     ("index", "max_file_mb"): 0.001,
     ("retrieval", "final_topk"): 1,
     ("retrieval", "rerank_candidates"): 1,
+    ("retrieval", "learned_candidates"): 1,
     ("bot", "max_concurrent"): 1,
     ("bot", "history_retention_days"): 1,
     ("wechat", "max_age_s"): 1,

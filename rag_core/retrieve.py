@@ -11,6 +11,9 @@ from .index.store import IndexReader, IndexUnavailable
 from .ingest.clean import normalise_fragment
 from .lexical import Tokenizer
 from .models import Embedder, Reranker
+from .rank.features import Candidate
+from .rank.infer import LearnedReranker
+from .rank.model import RankerUnavailable
 from .records import Hit, Retrieval
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,31 @@ def clip_query(query: str, limit: int) -> tuple[str, list[str]]:
     return query, []
 
 
+@dataclass(frozen=True)
+class Pool:
+    """The fused candidates of one question, before reranking."""
+
+    query: str  # the (clipped) text that was searched
+    normalised: str
+    fused: list[tuple[int, float]]  # (chunk position, RRF score), best first
+    ranks: dict[str, dict[int, int]]  # channel → chunk position → rank (1-based)
+    vector: object | None  # the question's dense vector, when the dense channel ran
+    timings: dict[str, float]
+    warnings: list[str]
+
+    def candidates(self) -> list[Candidate]:
+        out = []
+        for rank, (pos, score) in enumerate(self.fused, 1):
+            ranks = {name: r[pos] for name, r in self.ranks.items() if pos in r}
+            ranks["rrf"] = rank
+            out.append(Candidate(pos, score, ranks))
+        return out
+
+
 class Retriever:
+    """BM25 ∥ dense → RRF → rerank: the configured cross-encoder when one is loaded, else the build's learned ranker
+    (rag_core.rank), else fusion order, each fallback said in `warnings`."""
+
     def __init__(
         self,
         index: IndexReader,
@@ -59,21 +86,39 @@ class Retriever:
         reranker: Reranker | None,
         cfg: RetrievalConfig,
         warnings: Sequence[str] = (),
+        learned: bool | None = None,
     ):
         self.index = index
         self.tokenizer = tokenizer
         self.embedder = embedder
         self.reranker = reranker
         self.cfg = cfg
-        self.warnings = tuple(warnings)
         if embedder is not None and index.embedder_name != embedder.name:
             raise IndexUnavailable(
                 f"the index was built with embedder {index.embedder_name!r} but {embedder.name!r} is loaded: "
                 "run `coffeebot index` to rebuild it"
             )
+        use_learned = cfg.learned_ranker if learned is None else learned
+        self.learned: LearnedReranker | None = None
+        notes = list(warnings)
+        if use_learned and reranker is None:
+            try:
+                self.learned = LearnedReranker.from_build(index, tokenizer, embedder, cfg.rrf_k)
+                notes = [_learned_note(w, self.learned.name) for w in notes]
+            except RankerUnavailable as exc:
+                log.warning("learned ranker unavailable, results in fusion order: %s", exc)
+                notes.append(f"learned ranker unavailable ({exc}): results are in fusion order")
+        self.warnings = tuple(notes)
 
-    def search(self, query: str, rewritten: str | None = None, channels: Channels = Channels()) -> Retrieval:
-        """Rank evidence for `rewritten` (HAR's q′; defaults to the query itself)."""
+    @property
+    def reranker_name(self) -> str:
+        """Which reranker runs: the cross-encoder's name, the learned ranker's, or "none" (fusion order)."""
+        if self.reranker is not None:
+            return self.reranker.name
+        return self.learned.name if self.learned is not None else "none"
+
+    def pool(self, query: str, rewritten: str | None = None, channels: Channels = Channels(), size: int | None = None) -> Pool:
+        """BM25 ∥ dense → RRF: the first `size` fused candidates (default: the rerank candidates)."""
         timings: dict[str, float] = {}
         warnings = list(self.warnings)
         q, clipped = clip_query(rewritten or query, self.cfg.max_query_chars)
@@ -83,45 +128,71 @@ class Retriever:
         use_dense = channels.dense and self.embedder is not None
         if not (channels.bm25 or use_dense):
             raise QueryError("both retrieval channels are switched off")
+        size = size or self.cfg.rerank_candidates
+        depth = max(size, self.cfg.bm25_top, self.cfg.dense_top)
 
         t = time.perf_counter()
         if channels.bm25:
             tokens = self.tokenizer.query_tokens(qn)
             if rewritten and rewritten != query:  # HAR carried terms over: the question's own words count double
                 tokens += self.tokenizer.query_tokens(normalise_fragment(query))
-            lists["bm25"] = [i for i, _ in self.index.sparse.top(tokens, self.cfg.bm25_top)]
+            lists["bm25"] = [i for i, _ in self.index.sparse.top(tokens, max(self.cfg.bm25_top, depth))]
         timings["bm25"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
+        vector = None
         if use_dense:
             vector = self.embedder.embed([self.tokenizer.expand(qn)])[0]
-            lists["dense"] = [p for cid, _ in self.index.dense.top(vector, self.cfg.dense_top)
+            lists["dense"] = [p for cid, _ in self.index.dense.top(vector, max(self.cfg.dense_top, depth))
                               if (p := self.index.dense_position(cid)) is not None]
         timings["dense"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        fused = rrf(list(lists.values()), k=self.cfg.rrf_k)[: self.cfg.rerank_candidates]
+        top = {"bm25": self.cfg.bm25_top, "dense": self.cfg.dense_top}
+        fused = rrf([ranked[: top[name]] for name, ranked in lists.items()], k=self.cfg.rrf_k)
+        if len(fused) < size:  # a wider pool than the channels' tops: fill it from deeper in each list
+            deeper = rrf(list(lists.values()), k=self.cfg.rrf_k)
+            seen = {p for p, _ in fused}
+            fused += [(p, s) for p, s in deeper if p not in seen]
+        fused = fused[:size]
         timings["rrf"] = (time.perf_counter() - t) * 1000
-
         ranks = {name: {pos: r for r, pos in enumerate(ranked, 1)} for name, ranked in lists.items()}
+        return Pool(q, qn, fused, ranks, vector, timings, warnings)
+
+    def search(self, query: str, rewritten: str | None = None, channels: Channels = Channels()) -> Retrieval:
+        """Rank evidence for `rewritten` (HAR's q′; defaults to the query itself)."""
+        learned = channels.rerank and self.reranker is None and self.learned is not None
+        size = self.cfg.learned_candidates if learned else self.cfg.rerank_candidates
+        pool = self.pool(query, rewritten, channels, size)
+        timings, warnings, fused = pool.timings, pool.warnings, pool.fused
         candidates = [pos for pos, _ in fused]
         scores = {pos: s for pos, s in fused}
         t = time.perf_counter()
         rerank_scores: dict[int, float] = {}
         if channels.rerank and self.reranker is not None and candidates:
             texts = [_rerank_text(self.index.chunks[p]) for p in candidates]
-            rerank_scores = dict(zip(candidates, self.reranker.score(qn, texts)))
-            candidates.sort(key=lambda p: rerank_scores[p], reverse=True)
+            rerank_scores = dict(zip(candidates, self.reranker.score(pool.normalised, texts)))
+        elif learned and candidates:
+            rerank_scores = dict(zip(candidates, self.learned.score(pool, query)))
+        if rerank_scores:
+            candidates.sort(key=lambda p: rerank_scores[p], reverse=True)  # stable: ties keep fusion order
         timings["rerank"] = (time.perf_counter() - t) * 1000
 
         hits = []
+        fused_rank = {p: i for i, (p, _) in enumerate(fused, 1)}
         for final_rank, pos in enumerate(candidates[: self.cfg.final_topk], 1):
-            hit_ranks = {name: r[pos] for name, r in ranks.items() if pos in r}
-            hit_ranks["rrf"] = next(i for i, (p, _) in enumerate(fused, 1) if p == pos)
+            hit_ranks = {name: r[pos] for name, r in pool.ranks.items() if pos in r}
+            hit_ranks["rrf"] = fused_rank[pos]
             if rerank_scores:
                 hit_ranks["rerank"] = final_rank
             hits.append(Hit(self.index.chunks[pos], rerank_scores.get(pos, scores[pos]), hit_ranks))
-        return Retrieval(query=query, rewritten_query=q, evidence=tuple(hits), timings_ms=timings, warnings=tuple(warnings))
+        return Retrieval(query=query, rewritten_query=pool.query, evidence=tuple(hits), timings_ms=timings,
+                         warnings=tuple(warnings))
+
+
+def _learned_note(warning: str, name: str) -> str:
+    """The models loader says "results are in fusion order" when no cross-encoder loaded; here they are not."""
+    return warning.replace("results are in fusion order", f"the learned ranker ({name}) reranks instead")
 
 
 def _rerank_text(chunk) -> str:

@@ -79,6 +79,7 @@ class BuildReport:
     gate: str = ""  # why the quality gate kept the build aside; empty when it passed
     checks: str = ""  # what the quality gate measured (its `summary`)
     lengths: dict[str, float] = field(default_factory=dict)  # chunk length distribution (characters)
+    ranker: str = ""  # the learned ranker trained for this build, or why there is none
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -340,6 +341,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
             "chunk_count": len(chunks),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+        report.ranker = train_ranker(tmp, cfg, embedder, tokenizer)
         final = layout.finish(tmp, build_id)
         veto = gate(final) if gate else None
         report.checks = getattr(gate, "summary", "") or ""
@@ -356,6 +358,21 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         return report
     finally:
         cache.close()
+
+
+def train_ranker(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer: Tokenizer) -> str:
+    """Train the build's learned ranker (rag_core.rank); a failure leaves the build ranking in fusion order."""
+    if not cfg.retrieval.learned_ranker:
+        return "disabled ([retrieval] learned_ranker = false)"
+    from ..rank.train import train_for_build
+
+    try:
+        model = train_for_build(build_dir, cfg, embedder, tokenizer)
+    except Exception as exc:  # a ranker is an improvement, never a reason to lose a build
+        log.warning("learned ranker not trained; this build ranks in fusion order: %s", exc)
+        return f"not trained: {exc}"
+    info = model.info
+    return f"{model.name}: {info.get('labelled', 0)} labelled + {info.get('pseudo', 0)} pseudo-queries, {info.get('seconds')} s"
 
 
 def embedding_text(chunk: Chunk) -> str:

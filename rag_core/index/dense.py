@@ -69,3 +69,9 @@ class DenseStore:
             return []
         res = self._col.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["distances"])
         return [(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
+
+    def vectors(self, ids: Sequence[str]) -> list[np.ndarray | None] | None:
+        """The stored vectors of these ids, in order (None for an unknown id); None when none is known."""
+        got = self._col.get(ids=list(ids), include=["embeddings"])
+        found = {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"])}
+        return [found.get(i) for i in ids] if found else None

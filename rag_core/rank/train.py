@@ -1,0 +1,159 @@
+"""Train the learned ranker for one build: pseudo-queries from the knowledge base itself plus the labelled pairs of
+the shipped dev sets whose quotes map to this build's chunks; retrieval runs as at query time (BM25 ∥ dense → RRF,
+the same candidate pool), and a pairwise linear model learns to put the answering passage first.
+
+Called by `coffeebot index` on every build that changed the knowledge base (rag_core.index.build)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..config import Config
+from ..eval.gold import load_gold, map_gold
+from ..history import rewrite_query
+from ..index.bm25 import load_tokens
+from ..index.layout import Layout
+from ..index.store import IndexReader
+from ..lexical import Tokenizer
+from ..models import Embedder
+from .features import FEATURES, CorpusStats
+from .infer import Featurizer
+from .model import STATS_FILE, LinearRanker, RankerUnavailable, fit_pairwise, load_ranker
+from .pseudo import pseudo_queries
+
+log = logging.getLogger(__name__)
+
+GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
+GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl")  # never dev2.jsonl: it is kept for checking
+PSEUDO_WEIGHT = 0.1  # a pseudo-query counts a tenth of a labelled question (dev k-fold: 0.1 ≥ 0.3 > 1.0)
+L2 = 10.0  # dev k-fold: 10 ≥ 30 > 1 > 0.1 (bench/results/ranker.md)
+
+
+@dataclass(frozen=True)
+class Example:
+    key: str  # "dev:<item id>" or "pseudo:<kind>:<n>"
+    query: str
+    rewritten: str
+    positives: frozenset[int]
+
+
+@dataclass
+class Group:
+    example: Example
+    x: np.ndarray
+    y: np.ndarray
+    positions: list[int]
+
+
+def gold_examples(index: IndexReader, tokenizer: Tokenizer, har_turns: int, paths: Sequence[Path]) -> list[Example]:
+    """Answerable items of the gold files whose quotes map to this build's chunks."""
+    documents = {d["path"]: d["text"] for d in index.documents.values()}
+    out = []
+    for path in paths:
+        if not path.exists():
+            log.info("gold file %s not found: the ranker trains without it", path)
+            continue
+        items = [i for i in load_gold(path) if i.answerable]
+        mapping = map_gold(items, documents, index.chunks)
+        for item in items:
+            gold = {index.position[c] for c in mapping.gold.get(item.id, ()) if c in index.position}
+            if gold:
+                rewritten = rewrite_query(item.question, item.history, tokenizer, har_turns)
+                out.append(Example(f"dev:{item.id}", item.question, rewritten, frozenset(gold)))
+    return out
+
+
+def collect(retriever, featurize: Featurizer, examples: Sequence[Example], size: int) -> list[Group]:
+    groups = []
+    for ex in examples:
+        pool = retriever.pool(ex.query, ex.rewritten, size=size)
+        if not pool.fused:
+            continue
+        positions = [p for p, _ in pool.fused]
+        y = np.array([1.0 if p in ex.positives else 0.0 for p in positions])
+        groups.append(Group(ex, featurize(pool), y, positions))
+    return groups
+
+
+def fit(groups: Sequence[Group], info: dict | None = None) -> LinearRanker:
+    weights = [PSEUDO_WEIGHT if g.example.key.startswith("pseudo:") else 1.0 for g in groups]
+    mean, scale, w = fit_pairwise([(g.x, g.y) for g in groups], l2=L2, group_weights=weights)
+    return LinearRanker(FEATURES, mean, scale, w, info or {})
+
+
+def corpus_stats(build_dir: Path, index: IndexReader) -> CorpusStats:
+    return CorpusStats.from_tokens(load_tokens(build_dir / "tokens.jsonl"), index.chunks)
+
+
+def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path]) -> str:
+    """What a trained ranker depends on: the chunks, the gold files, the ranker's code and the retrieval settings."""
+    h = hashlib.sha256()
+    h.update(json.dumps([dataclasses.asdict(cfg.retrieval), cfg.history.har_turns, embedder.name], sort_keys=True).encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")) + [Path(__file__).parents[1] / "resources" / "synonyms.tsv"]:
+        h.update(path.name.encode() + path.read_bytes())
+    for path in paths:
+        h.update(path.name.encode() + (path.read_bytes() if path.exists() else b"-"))
+    for c in index.chunks:
+        h.update(f"{c.id}\x1f{c.doc}\x1f{c.title}\x1f{c.section}\x1f{c.text}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def _reuse(previous: Path | None, build_dir: Path, key: str) -> LinearRanker | None:
+    """The previous build's ranker when it was trained on exactly the same inputs."""
+    if previous is None or previous.resolve() == build_dir.resolve():
+        return None
+    try:
+        model = load_ranker(previous)
+        if model.info.get("key") != key or not (previous / STATS_FILE).exists():
+            return None
+        shutil.copyfile(previous / STATS_FILE, build_dir / STATS_FILE)
+        model.save(build_dir)
+    except (RankerUnavailable, OSError):
+        return None
+    log.info("learned ranker reused from build %s (same chunks, gold files and code)", previous.name)
+    return model
+
+
+def train_for_build(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer: Tokenizer,
+                    gold_paths: Sequence[Path] | None = None, previous: Path | None = None) -> LinearRanker:
+    """Train on `build_dir` (a finished build not yet serving) and write ranker.json and rank_stats.json there.
+    When `previous` (by default the serving build) holds a ranker trained on the same inputs, copy it instead."""
+    from ..retrieve import Retriever  # retrieve imports this package
+
+    started = time.monotonic()
+    index = IndexReader(build_dir, cfg.retrieval.bm25_engine)
+    try:
+        paths = [GOLD_DIR / name for name in GOLD_FILES] if gold_paths is None else list(gold_paths)
+        key = training_key(index, cfg, embedder, paths)
+        reused = _reuse(previous or Layout(cfg.data_dir).current_dir(), build_dir, key)
+        if reused is not None:
+            return reused
+        stats = corpus_stats(build_dir, index)
+        stats.save(build_dir / STATS_FILE)
+        retriever = Retriever(index, tokenizer, embedder, None, cfg.retrieval, learned=False)
+        featurize = Featurizer(index, tokenizer, stats, cfg.retrieval.rrf_k)
+        labelled = gold_examples(index, tokenizer, cfg.history.har_turns, paths)
+        pseudo = [Example(f"pseudo:{q.kind}:{n}", q.text, q.text, q.positives)
+                  for n, q in enumerate(pseudo_queries(index.chunks, tokenizer, stats, cfg.retrieval.ranker_pseudo_queries))]
+        groups = collect(retriever, featurize, labelled + pseudo, cfg.retrieval.learned_candidates)
+        usable = [g for g in groups if 0 < g.y.sum() < len(g.y)]
+        info = {"labelled": sum(1 for g in usable if g.example.key.startswith("dev:")),
+                "pseudo": sum(1 for g in usable if g.example.key.startswith("pseudo:")),
+                "candidates": cfg.retrieval.learned_candidates, "gold_files": [p.name for p in paths if p.exists()], "key": key}
+        model = fit(usable, info)
+        info["seconds"] = round(time.monotonic() - started, 2)
+        model.save(build_dir)
+        log.info("learned ranker trained on %d labelled and %d pseudo-queries in %.1f s",
+                 info["labelled"], info["pseudo"], info["seconds"])
+        return model
+    finally:
+        index.close()
