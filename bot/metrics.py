@@ -45,7 +45,8 @@ for _mode in MODES:  # every series present from the start, so rates work from t
     ANSWERS.labels(_mode)
 for _outcome in ("swapped", "rejected", "failed"):
     REBUILDS.labels(_outcome)
-TELEGRAM_RETRIES.labels("retry_after")
+for _reason in ("retry_after", "connect"):
+    TELEGRAM_RETRIES.labels(_reason)
 
 
 def render() -> bytes:
@@ -103,6 +104,26 @@ def observe_wechat_delivery(deliveries: int) -> None:
 
 def count_telegram_retry(reason: str = "retry_after") -> None:
     TELEGRAM_RETRIES.labels(reason).inc()
+
+
+def counting_rate_limiter(max_retries: int):
+    """PTB's AIORateLimiter (it spaces messages and waits out a 429's retry_after before resending) that also counts
+    each 429 in coffeebot_telegram_retries_total{reason="retry_after"}. Only its public process_request is wrapped."""
+    from telegram.error import RetryAfter
+    from telegram.ext import AIORateLimiter
+
+    class CountingRateLimiter(AIORateLimiter):
+        async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
+            async def counted(*a, **kw):
+                try:
+                    return await callback(*a, **kw)
+                except RetryAfter:
+                    count_telegram_retry("retry_after")
+                    raise
+
+            return await super().process_request(counted, args, kwargs, endpoint, data, rate_limit_args)
+
+    return CountingRateLimiter(max_retries=max_retries)
 
 
 def value(name: str, **labels: str) -> float:

@@ -260,3 +260,24 @@ def test_serve_with_only_the_console_answers_healthz_and_metrics(sample_cfg, tmp
     assert len(startup) == 1, err
     assert f"http://127.0.0.1:{port}/healthz" in startup[0] and "index build" in startup[0]
     assert "embedder hashing-char12w-4096" in startup[0] and "answers extractive" in startup[0]
+
+
+@pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")  # raised inside PTB's RetryAfter
+async def test_telegram_429s_are_counted_as_retries(sample_cfg, sample_engine, tmp_path):
+    from tests.fakes import FakeTelegramAPI
+    from tests.test_telegram import ask, running, tg_config
+
+    await asyncio.to_thread(sample_engine.answer, QUESTION)  # load the index first: the fake waits 10 s at most
+    history = await HistoryStore.open(tmp_path / "h.sqlite3")
+    try:
+        async with FakeTelegramAPI() as api:
+            cfg = tg_config(sample_cfg, api)
+            before = metrics.value("coffeebot_telegram_retries_total", reason="retry_after")
+            async with running(cfg, api, ChatService(cfg, sample_engine, history)) as channel:
+                api.fail_next("sendMessage", retry_after=1)
+                await ask(api, 46, QUESTION)
+                assert channel_status(channel)["connected"] is True
+    finally:
+        await history.close()
+    assert len(api.calls_of("sendMessage")) == 2
+    assert metrics.value("coffeebot_telegram_retries_total", reason="retry_after") == before + 1
