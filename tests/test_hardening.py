@@ -290,7 +290,7 @@ async def run_fuzz(service: ChatService, messages: list[str]) -> tuple[int, int]
 async def test_fuzzed_messages_all_get_a_reply(sample_engine, store):
     cfg = dataclasses.replace(sample_engine.cfg, bot=dataclasses.replace(sample_engine.cfg.bot, rate_limit_per_minute=0))
     service = ChatService(cfg, sample_engine, store)
-    assert await run_fuzz(service, fuzz_messages(150)) == (0, 0)
+    assert await run_fuzz(service, fuzz_messages(100)) == (0, 0)
 
 
 @pytest.mark.slow
