@@ -1,6 +1,7 @@
 """`coffeebot serve` as a real process: killed with SIGKILL mid-answer, restarted, stopped with SIGTERM.
 
-The daemon talks to a loopback fake of the Bot API and a slow loopback LLM; its history must survive intact.
+The daemon talks to a loopback fake of the Bot API and a slow loopback LLM; its history must survive intact, and the
+question it died on is answered after the restart (the Telegram inbox kept it).
 """
 from __future__ import annotations
 
@@ -93,20 +94,23 @@ async def test_sigkill_mid_answer_loses_no_history_and_sigterm_stops_cleanly(sam
             assert turns(db) == [("user", "咖啡锈病怎么防治？")]
 
             first_prompt = llm.requests[0]["messages"]
-            llm.push(answer("可以轮换使用三唑酮。"))
+            # the question the daemon died on is answered after the restart (the Telegram inbox kept it), then the next
+            llm.push(answer("发病初期喷施铜制剂保护。"), answer("可以轮换使用三唑酮。"))
             daemon = start_daemon(config, tg.token, log)
             try:
                 await wait_until(lambda: len(tg.calls_of("getUpdates")) > 3, 60, "the restarted daemon to poll")
-                tg.push_text(42, "那用什么药？")
                 await tg.wait_sent(1, timeout=60, chat_id=42)
+                tg.push_text(42, "那用什么药？")
+                await tg.wait_sent(2, timeout=60, chat_id=42)
                 daemon.send_signal(signal.SIGTERM)  # the fake must keep serving while the daemon shuts down
                 assert await asyncio.to_thread(daemon.wait, 30) == 0
             finally:
                 if daemon.poll() is None:
                     daemon.kill()
     history = turns(db)
-    assert history[:2] == [("user", "咖啡锈病怎么防治？"), ("user", "那用什么药？")]
-    assert history[2][0] == "assistant" and "三唑酮" in history[2][1]
+    assert [role for role, _ in history] == ["user", "assistant", "user", "assistant"]
+    assert history[0] == ("user", "咖啡锈病怎么防治？") and "铜制剂" in history[1][1]
+    assert history[2] == ("user", "那用什么药？") and "三唑酮" in history[3][1]
     # after the restart the stored history fed HAR and the prompt (IHI)
     second_prompt = llm.requests[-1]["messages"]
     assert {"role": "user", "content": "咖啡锈病怎么防治？"} in second_prompt
