@@ -72,6 +72,39 @@ class _Sentence:
     start: int  # offset in the chunk, for document order
     text: str
     score: float
+    answers: frozenset[int] = frozenset()  # the intents (indexes into INTENTS) its section or text answers
+
+
+_QUESTION_LINE = re.compile(r"^(?:问|Q|提问)\s*[：:]|[？?]$")
+_TABLE_RULE = re.compile(r"^[\s|:：\-—]+$")
+
+
+def _is_question_line(sentence: str) -> bool:
+    """An FAQ question ("问：叶子发黄是缺什么肥？"): it frames the answer after it and is never the answer."""
+    return bool(_QUESTION_LINE.search(sentence.strip()))
+
+
+def _table_row(row: str, header: list[str] | None) -> tuple[str, list[str] | None]:
+    """A Markdown table row as a sentence a phone can show: "主干（直生枝）：垂直向上生长…；单干整形留 1 条…。".
+    The first row of a table is its header (returned, not shown); rule rows vanish."""
+    if _TABLE_RULE.match(row):
+        return "", header
+    cells = [c.strip() for c in row.strip().strip("|").split("|") if c.strip()]
+    if header is None:
+        return "", cells
+    if not cells:
+        return "", header
+    return f"{cells[0]}：{'；'.join(cells[1:])}。" if len(cells) > 1 else cells[0], header
+
+
+def _intents(text: str) -> frozenset[int]:
+    return frozenset(i for i, (_asks, answers) in enumerate(INTENTS) if answers.search(text))
+
+
+def asked_intents(question: str) -> list[int]:
+    """The kinds of thing a question asks for, in the order it asks them ("用什么药？什么时候喷？" → remedy, time)."""
+    found = [(m.start(), i) for i, (asks, _answers) in enumerate(INTENTS) if (m := asks.search(question))]
+    return [i for _pos, i in sorted(found)]
 
 
 def _bigrams(text: str) -> set[str]:
@@ -109,8 +142,9 @@ def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_
 # What a grower asks for, and the headings under which a manual answers it: "怎么防治" is answered under
 # "防治方法", not under "发生季节", even when both sections name the disease.
 INTENTS = (
-    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|用什么药|用啥药|打什么药|打啥药|怎么处理|咋处理"),
+    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理"),
      re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防")),
+    (re.compile(r"(?:用|打|喷|施)(?:什么|啥)(?:药|农药)|什么药|啥药|药剂"), re.compile(r"化学|药剂|用药|喷施|喷药|杀菌剂|杀虫剂")),
     (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"), re.compile(r"季节|时期|时间|月|物候|农事")),
     (re.compile(r"怎么识别|咋识别|什么症状|啥症状|是什么病|是啥病|什么虫|啥虫|怎么看"), re.compile(r"症状|识别|诊断|特征")),
     (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
@@ -148,17 +182,28 @@ def extractive_answer(
         # section a question asks for ("怎么防治" → "防治方法", not "发生季节")
         heading = " ".join(hit.chunk.section.split(" › ")[-2:])
         framing = intent_bonus(question, heading)
+        asked = ""  # the FAQ question a sentence answers frames it, as a heading does
+        table_header: list[str] | None = None
         for s, e in sentence_spans(text, ends=FULL_STOP):
             sent = text[s:e].strip()
+            if sent.startswith("|"):
+                sent, table_header = _table_row(sent, table_header)
+            else:
+                table_header = None
             if len(sent) < 4 or _is_heading(sent, hit.chunk.section):
                 continue
-            score = (score_sentence(f"{heading}\n{sent}", terms) + framing) * prior
+            if _is_question_line(sent):
+                asked = sent
+                continue
+            frame = f"{heading}\n{asked}"
+            score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)) * prior
             if score > 0:
-                candidates.append(_Sentence(rank, s, sent, score))
+                candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}")))
     if not candidates:
         return "", []
     best = max(c.score for c in candidates)
     candidates.sort(key=lambda c: c.score, reverse=True)
+    all_candidates = list(candidates)
     # Cite few passages: the best one, and another only when its best sentence is nearly as relevant.
     source_best: dict[int, float] = {}
     for c in candidates:
@@ -181,6 +226,18 @@ def extractive_answer(
         used += len(c.text)
         if c.hit_rank not in sources:
             sources.append(c.hit_rank)
+    # A question with two asks ("用什么药？什么时候喷？") gets a sentence for each when the evidence has one, even
+    # from a further passage, cited on its own.
+    for intent in asked_intents(question)[1:]:
+        if any(intent in c.answers for c in chosen):
+            continue
+        extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
+                      and not any(_similar(c.text, o.text) for o in chosen)), None)
+        if extra is not None and used + len(extra.text) <= budget * 1.5:
+            chosen.append(extra)
+            used += len(extra.text)
+            if extra.hit_rank not in sources:
+                sources.append(extra.hit_rank)
     lines = []
     for rank in sources:
         group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)

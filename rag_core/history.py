@@ -1,37 +1,99 @@
-"""History-aware query rewriting (HAR) and in-prompt history injection (IHI), as pure functions over turns."""
+"""History-aware query rewriting (HAR) and in-prompt history injection (IHI), as pure functions over turns.
+
+HAR rewrites only what cannot stand alone. A question that points back (它, 这个病, 那…呢) or names no topic of its
+own (拿啥消？兑多浓？) is a follow-up: it gets the topic terms of the user's previous question. A question that names
+its own topic is a new question, even after a long exchange on another one, and is searched exactly as asked. How
+much a word names a topic comes from the knowledge base itself (`TermStats`): a word in a few passages does, a word
+in most of them ("咖啡") does not.
+"""
 from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
 
 from .lexical import Tokenizer
 from .records import Turn
+from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
-# Pronouns, demonstratives and elliptical openings that point back at the conversation.
-_ANAPHORA = re.compile(
-    r"它|它们|这个|那个|这种|那种|这些|那些|这样|那样|这病|这虫|这药|该病|该虫|此病|此虫|上面|刚才|前面|同样|还有呢|其他的呢"
-    r"|^那|^那么|^还|^再|^要是|^如果|^用啥|^拿啥|^啥时候|^什么时候|^多久|^多少|^几"
+# Words that point back at the conversation: pronouns, demonstratives with a head, "the same", "what about …".
+_BACK_REFERENCE = re.compile(
+    r"它|这个|那个|这种|那种|这些|那些|这样|那样|这么做|这病|这虫|这药|这肥|该病|该虫|该药|此病|此虫|此药"
+    r"|上面|刚才|前面说|你说的|同样|还有呢|其他的呢|别的呢|然后呢"
 )
-
-
+# Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), and
+# conditions that continue it ("给苗子打的话，…").
+_LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]")
+# "…呢？" at the end asks "and what about …", relative to what was said before.
+_WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
 
+OWN_TOPIC = 2.0  # topic strength at which a question stands alone
+MAX_CARRIED = 4  # topic terms carried into a follow-up from the user's turns …
+REPLY_CARRIED = 2  # … and from the opening of the reply
+REPLY_CHARS = 120  # the opening of the reply that the follow-up continues
+CARRY_SHARE = 0.15
+ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic  # a noun in more passages than this is too general to carry a topic
 
-def needs_rewrite(question: str, tokenizer: Tokenizer) -> bool:
-    """A follow-up that cannot stand alone: a pronoun, demonstrative or elliptical opening, or no domain term."""
+Kind = Literal["new", "followup"]
+
+
+@dataclass(frozen=True)
+class QuestionKind:
+    kind: Kind
+    strength: float  # how much topic the question names by itself
+    reason: str
+
+
+def _content_words(text: str, tokenizer: Tokenizer) -> list[str]:
+    words = [w for w in tokenizer.words(text) if len(w) >= 2 and not w.isascii()]
+    return [w for w in dict.fromkeys(words) if not any(w != o and w in o for o in words)]
+
+
+def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
+    """Domain terms count 2 and words specific to a few passages 1; words in most passages, or absent from the
+    knowledge base, name no topic it can search for."""
+    entities = set(tokenizer.entities(question))
+    strength = 0.0
+    for word in _content_words(question, tokenizer):
+        if word in entities:
+            strength += 2.0 if stats is None or 0.0 < stats.share(word) <= ENTITY_SHARE else 0.0
+        elif stats is not None and stats.specific(word):
+            strength += 1.0
+    return strength
+
+
+def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> QuestionKind:
+    """A follow-up (points back, or names too little to search for) or a new question (names its own topic)."""
     q = question.strip()
-    return bool(_ANAPHORA.search(q)) or not tokenizer.entities(q)
+    strength = topic_strength(q, tokenizer, stats)
+    if _BACK_REFERENCE.search(q):
+        return QuestionKind("followup", strength, "points back")
+    needed = OWN_TOPIC
+    if _WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q):
+        needed += OWN_TOPIC
+    if strength >= needed:
+        return QuestionKind("new", strength, "names its own topic")
+    return QuestionKind("followup", strength, "names too little of its own")
 
 
-def _topic_terms(text: str, tokenizer: Tokenizer, limit: int) -> list[str]:
-    """Lexicon entities first; without any, the longest content words."""
-    terms = tokenizer.entities(text)
-    if not terms:
-        words = sorted({w for w in tokenizer.words(text) if len(w) >= 2}, key=lambda w: (-len(w), text.find(w), w))
-        terms = words
+def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:
+    return classify(question, tokenizer, stats).kind == "followup"
+
+
+def topic_terms(text: str, tokenizer: Tokenizer, stats: TermStats | None, limit: int) -> list[str]:
+    """The terms of a turn worth carrying: domain terms first, then nouns specific to a few passages, rarest
+    first. Never a word most passages use, nor one the knowledge base does not know."""
+    terms = list(tokenizer.entities(text))
+    nouns = [w for w in dict.fromkeys(tokenizer.content_words(text)) if len(w) >= 2 and not w.isascii()]
+    for word in sorted(nouns, key=lambda w: (stats.share(w) if stats else 1.0, text.find(w))):
+        if word not in terms and not any(word in t for t in terms) and (stats is None or stats.share(word) <= CARRY_SHARE):
+            terms.append(word)
+    if stats is not None:
+        terms = [t for t in terms if stats.known(t) and stats.share(t) <= 0.5]
     return terms[:limit]
 
 
@@ -41,11 +103,16 @@ def rewrite_query(
     tokenizer: Tokenizer,
     turns: int = 2,
     llm_rewrite: Callable[[str, Sequence[Turn]], str | None] | None = None,
+    stats: TermStats | None = None,
 ) -> str:
-    """q′ = f(q, last `turns` turns): the question, preceded by the topic terms of the recent conversation when it
-    does not stand alone. An LLM rewrite, when given and it answers sensibly, takes precedence."""
+    """q′ = f(q, last `turns` turns): a follow-up, preceded by the topic terms of the user's recent questions and
+    then of the opening of the reply; a new question unchanged. An LLM rewrite, when given and it answers
+    sensibly, takes precedence (for follow-ups only)."""
     recent = list(history)[-turns:] if turns > 0 else []
-    if not recent or not needs_rewrite(question, tokenizer):
+    if not recent:
+        return question
+    kind = classify(question, tokenizer, stats)
+    if kind.kind == "new":
         return question
     if llm_rewrite is not None:
         try:
@@ -55,14 +122,24 @@ def rewrite_query(
             rewritten = None
         if rewritten and 2 <= len(rewritten.strip()) <= 200:
             return rewritten.strip()
-    present = set(tokenizer.entities(question))
+    present = set(_content_words(question, tokenizer)) | set(tokenizer.entities(question))
     carried: list[str] = []
-    # The user's own recent words carry the topic; the assistant's reply adds the terms it introduced.
-    for turn in sorted(recent, key=lambda t: t.role != "user"):
-        for term in _topic_terms(turn.content, tokenizer, limit=6):
-            if term not in present and term not in question and term not in carried:
+
+    def carry(text: str, limit: int) -> None:
+        for term in topic_terms(text, tokenizer, stats, limit=MAX_CARRIED):
+            if len(carried) < limit and term not in present and term not in question and term not in carried:
                 carried.append(term)
-    carried = carried[:8]
+
+    # The user's own words carry the topic (the latest question first); the opening of the reply adds a couple of
+    # the knowledge base's words for it (烘 → 烘焙), no more: a long reply would swamp the question with what was
+    # already answered.
+    for turn in reversed(recent):
+        if turn.role == "user":
+            carry(turn.content, MAX_CARRIED)
+    for turn in reversed(recent):
+        if turn.role == "assistant":
+            carry(turn.content[:REPLY_CHARS], len(carried) + REPLY_CARRIED)
+            break
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"

@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 _KEEP = re.compile(r"[\w°²³%.]+")  # a token worth indexing has a letter, digit or CJK character
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_FUNCTION_POS = set("mqrdcfupyeoxwz")  # jieba's numerals, measures, pronouns, adverbs, conjunctions, particles …
 
 
 RESOURCES = Path(__file__).parent / "resources"
@@ -83,6 +84,27 @@ class Tokenizer:
         with self._lock:  # jieba's lazy structures are not thread-safe
             pieces = list(self._jieba.cut_for_search(text.lower()))
         return [w for w in (p.strip() for p in pieces) if w and _KEEP.search(w) and w not in self.stopwords]
+
+    @cached_property
+    def _tagger(self):
+        import jieba.posseg
+
+        return jieba.posseg.POSTokenizer(self._jieba)
+
+    def tagged(self, text: str) -> list[tuple[str, str]]:
+        """(word, jieba part-of-speech tag) pairs, lower-cased."""
+        with self._lock:
+            return [(p.word, p.flag) for p in self._tagger.cut(text.lower())]
+
+    def general_frequency(self, word: str) -> int:
+        """How often jieba's general-language dictionary has seen the word (0: never); the domain lexicon's own
+        entries do not count."""
+        return 0 if word in self.lexicon_set else self._jieba.FREQ.get(word, 0)
+
+    def content_words(self, text: str) -> list[str]:
+        """Words that can name a topic (nouns, verbs, adjectives, idioms), lower-cased, in order: no numerals,
+        measure words, pronouns, adverbs, time words, particles or stopwords."""
+        return [w for w, flag in self.tagged(text) if flag[:1] not in _FUNCTION_POS and w not in self.stopwords and _KEEP.search(w)]
 
     def tokens(self, text: str) -> list[str]:
         """The BM25 features of a passage."""

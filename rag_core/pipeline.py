@@ -20,6 +20,7 @@ from .models import Embedder, Reranker
 from .records import Answer, Hit, Retrieval, Turn
 from .relevance import assess
 from .retrieve import Channels, Retriever
+from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Engine:
     warnings: tuple[str, ...] = ()
     _retriever: Retriever | None = field(default=None, repr=False)
     _retired: Retriever | None = field(default=None, repr=False)
+    _stats: tuple[str, TermStats] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -81,6 +83,14 @@ class Engine:
     def index(self) -> IndexReader:
         return self.retriever.index
 
+    @property
+    def term_stats(self) -> TermStats:
+        """How specific each word is in the served build (for HAR and the coverage test)."""
+        index = self.index
+        if self._stats is None or self._stats[0] != index.build_id:
+            self._stats = (index.build_id, TermStats([f"{c.section}\n{c.text}" for c in index.chunks]))
+        return self._stats[1]
+
     def _llm_rewrite(self) -> Callable[[str, Sequence[Turn]], str | None] | None:
         if self.chat is None or not self.cfg.history.har_llm:
             return None
@@ -90,7 +100,8 @@ class Engine:
         if not options.har:
             return question
         rewrite_llm = self._llm_rewrite() if options.llm else None
-        return rewrite_query(question, history, self.tokenizer, self.cfg.history.har_turns, rewrite_llm)
+        return rewrite_query(question, history, self.tokenizer, self.cfg.history.har_turns, rewrite_llm,
+                             stats=self.term_stats)
 
     def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
         t = time.perf_counter()
@@ -114,7 +125,7 @@ class Engine:
         warnings = list(retrieval.warnings)
         hits = retrieval.evidence
         t = time.perf_counter()
-        coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text)
+        coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text, self.term_stats)
         covered = bool(hits) and (coverage.covered or not options.refuse)
         if not covered:
             text, mode, cited = not_covered(coverage.missing), "extractive", []

@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from .history import topic_strength
 from .lexical import Tokenizer
 from .records import Hit
+from .termstats import TermStats
 
 MIN_COVERAGE = 0.12
 
@@ -61,9 +63,46 @@ def unknown_topic(question: str, corpus_text: str) -> str:
     return ""
 
 
-def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text: str) -> Coverage:
+_TOPICAL_POS = ("n", "nr", "ns", "nz", "nt", "vn", "j")
+MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
+UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is what the question is about
+
+
+def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
+    """Topical words of the question (nouns, names, nominal verbs) that occur nowhere in the knowledge base and
+    are not growers' words the synonym table maps onto it: 贷款, 茶叶, 星巴克, 吡虫啉 …"""
+    out = []
+    for word, flag in tokenizer.tagged(question):
+        if len(word) < 2 or word.isascii() or flag not in _TOPICAL_POS or word in tokenizer.stopwords:
+            continue
+        if stats.known(word) or tokenizer.general_frequency(word) < MIN_WORD_FREQ and not _looks_like_a_name(word):
+            continue
+        if any(word in key or key in word for key in tokenizer.synonyms):
+            continue
+        out.append(word)
+    return list(dict.fromkeys(out))
+
+
+def _looks_like_a_name(word: str) -> bool:
+    """Chemical and pest names jieba has never seen (吡虫啉, 噻虫嗪) end like the names the KB does use."""
+    return len(word) >= 3 and word[-1] in "啉嗪磷酯胺醇酮菌蝇螨蚜蛾"
+
+
+def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
+    """What the question is about that the knowledge base never mentions, when that is most of what it names
+    ("" otherwise): a question naming a word the knowledge base has never seen, and little that it knows well,
+    is about that word."""
+    unknown = unknown_words(question, tokenizer, stats)
+    if not unknown:
+        return ""
+    strength = topic_strength(question, tokenizer, stats)
+    return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
+
+
+def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text: str,
+           stats: TermStats | None = None) -> Coverage:
     if not hits:
         return Coverage(False, 0.0)
     score = coverage_score(question, hits, tokenizer)
-    missing = unknown_topic(question, corpus_text)
+    missing = unknown_topic(question, corpus_text) or (unknown_focus(question, tokenizer, stats) if stats else "")
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

@@ -25,6 +25,7 @@ class GoldItem:
     evidence: tuple[tuple[str, str], ...]  # (doc, quote)
     history: tuple[Turn, ...] = ()
     answer: str = ""
+    kind: str = ""  # single | unanswerable | followup | switch (inferred when the set does not say)
 
 
 @dataclass
@@ -48,9 +49,17 @@ def load_gold(path: Path) -> list[GoldItem]:
                 evidence=tuple((e["doc"], e["quote"]) for e in raw.get("evidence", [])),
                 history=tuple(Turn(t["role"], t["content"]) for t in raw.get("history", [])),
                 answer=raw.get("answer", ""),
+                kind=raw.get("kind") or _infer_kind(raw),
             )
         )
     return items
+
+
+def _infer_kind(raw: dict) -> str:
+    """Items without a `kind`: followup when they have a history, else single or unanswerable."""
+    if raw.get("history"):
+        return "followup"
+    return "single" if raw.get("answerable", True) else "unanswerable"
 
 
 class _Squeezed:

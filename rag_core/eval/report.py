@@ -52,8 +52,10 @@ def markdown(report: dict) -> str:
         lines += ["## Other systems", ""] + _table(report, other) + [""]
     for name, s in report["systems"].items():
         if s.get("refusal_rate_unanswerable") is not None:
-            lines.append(f"- {name}: refused {s['refusal_rate_unanswerable']:.0%} of unanswerable items, "
-                         f"cited nothing on {s['false_refusal_rate']:.0%} of answerable ones; modes {', '.join(s['modes'])}")
+            false = s.get("false_refusal_rate")
+            on_answerable = f", cited nothing on {false:.0%} of answerable ones" if false is not None else ""
+            lines.append(f"- {name}: refused {s['refusal_rate_unanswerable']:.0%} of unanswerable items"
+                         f"{on_answerable}; modes {', '.join(s['modes'])}")
     warnings = sorted({w for s in report["systems"].values() for w in s.get("warnings", [])})
     if warnings:
         lines += ["", "Warnings (models in use):"] + [f"- {w}" for w in warnings]

@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from ..config import Config, Secrets
 from ..pipeline import Engine
+from ..records import Turn
 from .gold import GoldItem, load_gold, map_gold
 from .metrics import ItemScore, category_shares, classify_error, latency_summary, macro_average, score_item
 from .stats import bootstrap_ci, mean_over_runs, paired_permutation_test
@@ -44,6 +45,7 @@ class SystemResult:
     warnings: list[str]
     gold_errors: list[str]
     reranker: str = "none"  # what reranked: the cross-encoder's or the learned ranker's name, or "none"
+    alone: list[ItemRun] = field(default_factory=list)  # topic-switch items asked again without their history
 
     def per_item(self, metric: str) -> np.ndarray:
         from .metrics import per_item_values
@@ -67,22 +69,53 @@ def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: 
     index = engine.index
     documents = {d["path"]: d["text"] for d in index.documents.values()}
     mapping = map_gold(items, documents, index.chunks)
+
+    def run_item(item: GoldItem, history: Sequence[Turn]) -> ItemRun | None:
+        answer = engine.answer(item.question, list(history), system.options)
+        cited = [c.id for c in answer.citations]
+        evidence = [h.chunk.id for h in answer.evidence]
+        gold = mapping.gold.get(item.id, set()) if item.answerable else set()
+        if item.answerable and not gold:
+            return None  # its quotes are reported in gold_errors
+        score = score_item(cited, evidence, gold, item.answerable)
+        category = classify_error(cited, evidence, gold, item.answerable)
+        return ItemRun(item, cited, evidence, dict(answer.timings_ms), score, category, answer.mode)
+
     all_runs = []
     for run in range(runs):
-        results = []
         desc = system.name if runs == 1 else f"{system.name} run {run + 1}/{runs}"
-        for item in tqdm(items, desc=desc, unit="q", disable=not progress, leave=False, file=sys.stderr):
-            answer = engine.answer(item.question, list(item.history), system.options)
-            cited = [c.id for c in answer.citations]
-            evidence = [h.chunk.id for h in answer.evidence]
-            gold = mapping.gold.get(item.id, set()) if item.answerable else set()
-            if item.answerable and not gold:
-                continue  # its quotes are reported in gold_errors
-            score = score_item(cited, evidence, gold, item.answerable)
-            category = classify_error(cited, evidence, gold, item.answerable)
-            results.append(ItemRun(item, cited, evidence, dict(answer.timings_ms), score, category, answer.mode))
-        all_runs.append(results)
-    return SystemResult(system, all_runs, list(engine.warnings), mapping.errors, reranker_that_ran(engine, system))
+        bar = tqdm(items, desc=desc, unit="q", disable=not progress, leave=False, file=sys.stderr)
+        all_runs.append([r for item in bar if (r := run_item(item, item.history))])
+    # A topic switch must be answered as if asked alone: the same questions without their history, for comparison.
+    alone = [r for item in items if item.kind == "switch" and (r := run_item(item, ()))]
+    return SystemResult(system, all_runs, list(engine.warnings), mapping.errors, reranker_that_ran(engine, system),
+                        alone)
+
+
+def kind_summary(runs: Sequence[ItemRun]) -> dict:
+    """Citation F1, retrieval and refusal figures of one kind of item (first run)."""
+    means = macro_average([r.score for r in runs])
+    answerable = [r for r in runs if r.item.answerable]
+    unanswerable = [r for r in runs if not r.item.answerable]
+    return {
+        "n": len(runs),
+        "f1": means["f1"],
+        "hit_at_1": means.get("hit@1"),
+        "hit_at_5": means.get("hit@5"),
+        "mrr": means["rr"],
+        "refused": sum(1 for r in unanswerable if not r.cited) / len(unanswerable) if unanswerable else None,
+        "false_refusals": sum(1 for r in answerable if not r.cited) / len(answerable) if answerable else None,
+    }
+
+
+def by_kind(result: SystemResult) -> dict[str, dict]:
+    kinds: dict[str, list[ItemRun]] = {}
+    for r in result.runs[0]:
+        kinds.setdefault(r.item.kind or "single", []).append(r)
+    out = {kind: kind_summary(rs) for kind, rs in sorted(kinds.items())}
+    if result.alone:
+        out["switch_alone"] = kind_summary(result.alone)
+    return out
 
 
 def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict, np.ndarray]:
@@ -111,6 +144,7 @@ def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict
         "mrr": means["rr"],
         "refusal_rate_unanswerable": len(refused) / len(unanswerable) if unanswerable else None,
         "false_refusal_rate": sum(1 for r in answerable if not r.cited) / len(answerable) if answerable else None,
+        "by_kind": by_kind(result),
         "modes": sorted({r.mode for run in result.runs for r in run}),
         "warnings": sorted(set(result.warnings)),
     }
