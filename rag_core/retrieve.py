@@ -17,6 +17,7 @@ from .rank.model import RankerUnavailable
 from .records import Hit, Retrieval
 
 log = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # fallback reasons already logged
 
 
 class QueryError(ValueError):
@@ -106,7 +107,9 @@ class Retriever:
                 self.learned = LearnedReranker.from_build(index, tokenizer, embedder, cfg.rrf_k)
                 notes = [_learned_note(w, self.learned.name) for w in notes]
             except RankerUnavailable as exc:
-                log.warning("learned ranker unavailable, results in fusion order: %s", exc)
+                if str(exc) not in _WARNED:  # once per process and reason: eval makes one engine per system
+                    _WARNED.add(str(exc))
+                    log.warning("learned ranker unavailable, results in fusion order: %s", exc)
                 notes.append(f"learned ranker unavailable ({exc}): results are in fusion order")
         self.warnings = tuple(notes)
 

@@ -100,3 +100,21 @@ def test_each_fallback_warning_is_printed_once(sample_cfg, tmp_path):
     assert out.stderr.count("no-such-embedder") >= 1
     assert out.stderr.count("embedder fallback in use") == 1, out.stderr
     assert out.stderr.count("no-such-reranker") == 1, out.stderr
+
+
+@pytest.mark.slow
+def test_eval_logs_each_warning_once(sample_cfg, tmp_path):
+    """One engine per system: a model fallback is still said once per command, not once per system."""
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join((REPO / "tests/data/eval/dev.jsonl").read_text(encoding="utf-8").splitlines(True)[:3]),
+                    encoding="utf-8")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[paths]\nkb_dir = "{sample_cfg.kb_dir}"\ndata_dir = "{tmp_path / "data"}"\n'
+        '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n',
+        encoding="utf-8")
+    out = coffeebot("--config", str(config), "eval", "--gold", str(gold), "--systems", "full,b1,b2b",
+                    "--out", str(tmp_path / "out"), "--resamples", "50")
+    assert out.returncode == 0, out.stderr
+    warnings = [line.split(" WARNING ", 1)[1] for line in out.stderr.splitlines() if " WARNING " in line]
+    assert warnings and len(warnings) == len(set(warnings)), warnings
