@@ -104,6 +104,11 @@ def test_oversized_file_is_reported_and_not_read(kb, tmp_path):
     assert "huge.txt" not in report.added
     assert "太大" in report_text(report)
     assert report.documents == 2
+    now = [0.0]
+    watcher = KbWatcher(kb, cfg.data_dir, settle_s=5, clock=lambda: now[0])
+    watcher.poll()
+    now[0] += 10
+    assert watcher.poll() is None  # recorded by its hash: not a change at every watch, only when it is edited
 
 
 def test_watcher_reports_a_new_symlink_once_and_never_reads_it(kb, outside, tmp_path):
