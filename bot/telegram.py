@@ -3,10 +3,11 @@
 Thin on purpose: commands, rate limits, history and answers live in `ChatService`; this module only knows the wire:
 who is addressed in a group, "typing…", a streamed answer, HTML pieces under Telegram's limits, source buttons.
 
-- Polling is our own loop over `Bot.get_updates`: each batch is stored in the durable inbox (bot/inbox.py) before
-  the next call confirms it to Telegram, and each update is marked done once handled, so a crash loses no question;
-  on start the stored ones without an answer are handled first. `[telegram] mode = "webhook"` serves a webhook
-  guarded by a secret derived from the token (that needs `python-telegram-bot[webhooks]`, i.e. tornado).
+- Every update goes through the durable inbox (bot/inbox.py) before Telegram may forget it, and is marked done once
+  handled, so a crash loses no question; on start the stored ones without an answer are handled first. Polling is
+  our own loop over `Bot.get_updates`: a batch is stored before the next call's offset confirms it. In
+  `[telegram] mode = "webhook"` our aiohttp server stores the update before answering 200 (Telegram re-sends until
+  it gets a 200), and checks a secret derived from the token.
 - Connecting never ends the process: with no route to Telegram (blocked, no proxy, proxy down) the channel retries
   with capped exponential backoff, one log line per attempt, while the other channels keep running; `status()` says
   where it stands. `[telegram] proxy` sends every call through an HTTP or SOCKS5 proxy (PTB's own settings).
@@ -28,6 +29,7 @@ from html import unescape
 from typing import Any, Awaitable, Callable, TypeVar
 from urllib.parse import urlsplit
 
+from aiohttp import web
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
 from telegram.error import BadRequest, InvalidToken, TelegramError
@@ -136,11 +138,8 @@ class TelegramChannel:
         )
         if tg.proxy:
             builder = builder.proxy(tg.proxy).get_updates_proxy(tg.proxy)
-        if tg.mode == "polling":
-            builder = builder.updater(None)  # our own loop confirms updates only once they are stored
-        else:
-            builder = builder.concurrent_updates(max(1, cfg.bot.max_concurrent) * 4)
-        self.app: Application = builder.build()
+        # no PTB Updater: it confirms (polling) or acknowledges (webhook) updates before they are stored
+        self.app: Application = builder.updater(None).build()
         new = filters.UpdateType.MESSAGE  # edits and channel posts are not questions
         self.app.add_handler(CallbackQueryHandler(self.on_source_button, pattern=f"^{SOURCE_PREFIX}"))
         self.app.add_handler(MessageHandler(new & filters.COMMAND, self.on_command))
@@ -151,6 +150,7 @@ class TelegramChannel:
         self._slots = asyncio.Semaphore(max(1, cfg.bot.max_concurrent) * 4)  # updates handled at once
         self._handling: set[asyncio.Task] = set()
         self._runner: asyncio.Task | None = None
+        self._webhook: web.AppRunner | None = None
         self._state, self._since, self._attempt, self._last_error = "starting", time.time(), 0, ""
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -159,9 +159,8 @@ class TelegramChannel:
         tg = self.cfg.telegram
         if tg.mode == "webhook" and not tg.webhook_url:
             raise ValueError('[telegram] webhook_url must be set when [telegram] mode = "webhook"')
-        if tg.mode == "polling":
-            bot_id = int(self._token.partition(":")[0]) if self._token.partition(":")[0].isdigit() else 0
-            self.inbox = await Inbox.open(self.cfg.data_dir / tg.inbox_db, bot_id)
+        bot_id = int(self._token.partition(":")[0]) if self._token.partition(":")[0].isdigit() else 0
+        self.inbox = await Inbox.open(self.cfg.data_dir / tg.inbox_db, bot_id)
         try:
             await self._connect()
         except TelegramError as exc:
@@ -172,22 +171,21 @@ class TelegramChannel:
             await self.stop()
             raise
         self._connected()
-        if tg.mode == "polling":
-            self._runner = asyncio.create_task(self._poll(), name="telegram-polling")
+        self._runner = asyncio.create_task(self._run(), name="telegram-updates")
 
     async def stop(self) -> None:
         """Stop fetching updates, let answers in progress be sent, then close the HTTP clients and the inbox."""
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
+        if self._webhook is not None:
+            await self._webhook.cleanup()
+            self._webhook = None
         if self._handling:
             done, unfinished = await asyncio.wait(set(self._handling), timeout=self.drain_s)
             for task in unfinished:  # still in the inbox: answered after the restart
                 task.cancel()
             await asyncio.gather(*unfinished, return_exceptions=True)
-        updater = self.app.updater
-        if updater is not None and updater.running:
-            await updater.stop()
         if self.app.running:
             await self.app.stop()
         await self.app.shutdown()
@@ -205,21 +203,19 @@ class TelegramChannel:
                 "in_progress": len(self._handling)}
 
     async def _connect(self) -> None:
-        """getMe, the command list, then the webhook (or, for polling, no webhook left in the way)."""
+        """getMe, the command list, then our webhook server and setWebhook (or, for polling, no webhook in the way)."""
         tg = self.cfg.telegram
         await self.app.initialize()
         await self.app.bot.set_my_commands(COMMANDS)
+        if not self.app.running:
+            await self.app.start()
         if tg.mode == "webhook":
-            if not self.app.running:
-                await self.app.start()
-            await self.app.updater.start_webhook(  # type: ignore[union-attr]
-                listen=tg.listen, port=tg.port, url_path=urlsplit(tg.webhook_url).path.lstrip("/"),
-                webhook_url=tg.webhook_url, secret_token=webhook_secret(self._token),
-                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
+            if self._webhook is None:
+                self._webhook = await self._serve_webhook()
+            await self.app.bot.set_webhook(tg.webhook_url, secret_token=webhook_secret(self._token),
+                                           allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
         else:
             await self.app.bot.delete_webhook(drop_pending_updates=False)
-            if not self.app.running:
-                await self.app.start()
 
     def _connected(self) -> None:
         if self._state != "connected":
@@ -252,12 +248,11 @@ class TelegramChannel:
                 continue
             break
         self._connected()
-        if self.cfg.telegram.mode == "polling":
-            await self._poll()
+        await self._run()
 
-    # -- polling through the inbox ----------------------------------------------------------------------------------
-    async def _poll(self) -> None:
-        """Handle what the inbox kept from before, then fetch → store → confirm (the next offset) → handle."""
+    # -- updates through the inbox ----------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        """Handle what the inbox kept from before; then, when polling, fetch → store → confirm → handle."""
         assert self.inbox is not None
         found = await self.inbox.recover(self.cfg.telegram.inbox_max_age_s)
         if found.pending or found.stale or found.abandoned:
@@ -268,6 +263,11 @@ class TelegramChannel:
             update = Update.de_json(stored.payload, self.app.bot)
             if update is not None:
                 self._handle(update)
+        if self.cfg.telegram.mode == "polling":
+            await self._poll()
+
+    async def _poll(self) -> None:
+        assert self.inbox is not None
         offset, delay = 0, self.retry_first_s
         while True:
             try:
@@ -292,6 +292,35 @@ class TelegramChannel:
             for update in updates:
                 if update.update_id in fresh:
                     self._handle(update)
+
+    async def _serve_webhook(self) -> web.AppRunner:
+        """Our webhook endpoint on `[telegram] listen:port`, at the path of `webhook_url`."""
+        tg = self.cfg.telegram
+        app = web.Application(client_max_size=1024 * 1024)
+        app.router.add_post("/" + urlsplit(tg.webhook_url).path.lstrip("/"), self._on_webhook)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.TCPSite(runner, tg.listen, tg.port).start()
+        return runner
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        """One update from Telegram: 200 only once it is stored (a 5xx makes Telegram send it again)."""
+        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+        if not hmac.compare_digest(given.encode(), webhook_secret(self._token).encode()):
+            log.warning("telegram: webhook call without the right secret token from %s", request.remote)
+            return web.Response(status=403)
+        try:
+            data = await request.json()
+            update = Update.de_json(data, self.app.bot)
+        except Exception:  # noqa: BLE001 - not an update: nothing Telegram would re-send
+            log.warning("telegram: unreadable webhook body from %s", request.remote)
+            return web.Response(status=400)
+        if update is None or self.inbox is None:
+            return web.Response(status=400 if update is None else 503)
+        fresh = await self.inbox.store([(update.update_id, data)])
+        if update.update_id in fresh:
+            self._handle(update)
+        return web.Response(status=200)
 
     def _handle(self, update: Update) -> None:
         task = asyncio.create_task(self._process(update), name=f"telegram-update-{update.update_id}")

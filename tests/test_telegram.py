@@ -275,7 +275,6 @@ def _free_port() -> int:
 
 
 async def test_webhook_mode_checks_the_secret(sample_cfg, sample_engine, store, api):
-    pytest.importorskip("tornado", reason="webhook mode needs python-telegram-bot[webhooks]")
     import aiohttp
 
     port = _free_port()
@@ -284,7 +283,7 @@ async def test_webhook_mode_checks_the_secret(sample_cfg, sample_engine, store, 
     cfg = dataclasses.replace(cfg, telegram=dataclasses.replace(cfg.telegram, mode="webhook", webhook_url=url,
                                                                  listen="127.0.0.1", port=port))
     update = {"update_id": 1, "message": api.message(50, text=QUESTION)}
-    async with running(cfg, api, ChatService(cfg, sample_engine, store)):
+    async with running(cfg, api, ChatService(cfg, sample_engine, store)) as channel:
         assert api.webhook["url"] == url and api.webhook["secret_token"] == webhook_secret(api.token)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}) as r:
@@ -292,7 +291,12 @@ async def test_webhook_mode_checks_the_secret(sample_cfg, sample_engine, store, 
             headers = {"X-Telegram-Bot-Api-Secret-Token": webhook_secret(api.token)}
             async with http.post(url, json=update, headers=headers) as r:
                 assert r.status == 200
+            stored = await channel.inbox.counts()  # stored before the 200: a crash now would not lose it
+            async with http.post(url, json=update, headers=headers) as r:  # Telegram re-sends: answered once
+                assert r.status == 200
         sent = (await api.wait_sent(1))[0]
+        await asyncio.sleep(0.3)
+    assert sum(stored.values()) == 1 and len(api.sent) == 1
     assert sent.chat_id == 50 and "来源" in sent.plain and "getUpdates" not in api.methods()
 
 
