@@ -180,6 +180,7 @@ def child_build(args) -> dict:
     wrap(build, "chunk_document", "chunking")
     wrap(build, "load_document", "load")
     wrap(build, "record_build", "archive")
+    wrap(build, "train_ranker", "ranker_train")
     build.DenseStore = TimedStore
     t = time.perf_counter()
     report = build.build_index(cfg, TimedEmbedder(), TimedTokenizer())
@@ -260,6 +261,19 @@ def child_query(args) -> dict:
         evidence.append([h.chunk.id for h in r.evidence])
         for k, v in r.timings_ms.items():
             stages.setdefault(k, []).append(v)
+    # the same questions with the build's learned ranker reordering the fused candidates (rag_core.rank)
+    learned: dict[str, list[float]] = {}
+    if engine._retriever.learned is not None:
+        ranked = Options()
+        for q in qs[:3]:
+            engine.search(q, (), ranked)
+        started = time.perf_counter()
+        for q in qs:
+            if time.perf_counter() - started > args.max_query_s:
+                break
+            r = engine.search(q, (), ranked)
+            for k, v in r.timings_ms.items():
+                learned.setdefault(k, []).append(v)
     # the scorer alone, on tokens computed beforehand (what FINDINGS' rank-bm25 vs bm25s numbers measure)
     qs_all, qs = qs, qs[: max(20, min(40, asked))]
     toks = [engine.tokenizer.query_tokens(q) for q in qs]
@@ -283,6 +297,8 @@ def child_query(args) -> dict:
         "evidence": evidence, "bm25_top": bm25_lists,
         "rss_start_mb": rss0, "rss_after_bm25_mb": rss_after_bm25, "peak_rss_mb": peak_rss_mb(),
         "ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "mean": statistics.fmean(v)} for k, v in stages.items()},
+        "learned_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in learned.items()},
+        "ranker": (engine._retriever.learned.model.info if engine._retriever.learned is not None else None),
     }
 
 
@@ -551,6 +567,24 @@ def render(res: dict) -> str:
                 f"| {f(ms['total']['p50'])} / {f(ms['total']['p95'])} | {f(ld.get('open'), 1)} "
                 f"| {f(ld.get('bm25_read'), 1)} + {f(ld.get('bm25_index'), 1)} | {f(ld['dense'], 1)} "
                 f"| {f(q['peak_rss_mb'], 0)} |")
+    learned_rows = [(sc, q) for sc in res["scales"] for q in sc.get("queries", []) if q.get("learned_ms")]
+    if learned_rows:
+        lines += ["", "## Query latency with the learned ranker", "",
+                  "The same questions, `Engine.search` with reranking on: no cross-encoder, so the build's learned "
+                  "ranker (rag_core/rank) reorders the fused candidates. rerank is the whole stage: question terms, "
+                  "the candidates' vectors read back from chroma, features, the linear model. Training is what "
+                  "`coffeebot index` spent on the ranker (pseudo-queries retrieved and featurised, the fit) in the "
+                  "build above.", "",
+                  "| scale | chunks | engine | n | rerank p50 / p95 ms | total p50 / p95 ms | ranker training s "
+                  "| trained on (labelled + pseudo) |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for sc, q in learned_rows:
+            ms, info, b = q["learned_ms"], q.get("ranker") or {}, sc.get("build") or {}
+            train_s = (b.get("phases_s") or {}).get("ranker_train", info.get("seconds"))
+            lines.append(
+                f"| {sc['scale']}x | {q['chunks']:,} | {q['engine']} | {ms['rerank']['n']} "
+                f"| {f(ms['rerank']['p50'])} / {f(ms['rerank']['p95'])} | {f(ms['total']['p50'])} / {f(ms['total']['p95'])} "
+                f"| {f(train_s)} | {info.get('labelled', '?')} + {info.get('pseudo', '?')} |")
     agree = agreement(res)
     if agree:
         lines += ["", "Do the engines rank alike? Same build, same questions: overlap of the BM25 top-20 sets, "

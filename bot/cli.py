@@ -83,13 +83,14 @@ def _ms(timings) -> dict:
 
 def retrieval_json(r: Retrieval) -> dict:
     return {"query": r.query, "rewritten_query": r.rewritten_query, "evidence": [hit_json(h) for h in r.evidence],
-            "timings_ms": _ms(r.timings_ms), "warnings": list(r.warnings)}
+            "timings_ms": _ms(r.timings_ms), "warnings": list(r.warnings), "reranker": r.reranker}
 
 
 def answer_json(a: Answer) -> dict:
     return {"query": a.query, "rewritten_query": a.rewritten_query, "answer": a.text, "mode": a.mode,
             "covered": a.covered, "citations": [chunk_json(c) for c in a.citations],
-            "evidence": [hit_json(h) for h in a.evidence], "timings_ms": _ms(a.timings_ms), "warnings": list(a.warnings)}
+            "evidence": [hit_json(h) for h in a.evidence], "timings_ms": _ms(a.timings_ms), "warnings": list(a.warnings),
+            **({"reranker": a.reranker} if a.reranker else {})}
 
 
 def _dump(obj: dict) -> None:

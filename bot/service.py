@@ -340,8 +340,11 @@ class ChatService:
             lines.append(f"向量模型：{m.get('embedder')}")
         except IndexUnavailable as exc:
             lines.append(f"索引不可用：{exc}")
-        reranker = getattr(self.engine.reranker, "name", None)
-        lines.append(f"重排模型：{reranker or '未启用（按融合顺序）'}")
+        try:
+            reranker = self.engine.retriever.reranker_name  # the cross-encoder, else the build's learned ranker
+        except IndexUnavailable:
+            reranker = getattr(self.engine.reranker, "name", None)
+        lines.append(f"重排模型：{reranker if reranker and reranker != 'none' else '未启用（按融合顺序）'}")
         lines.append(f"生成：{getattr(self.engine.chat, 'model_name', None) or '摘录模式（未配置大模型）'}")
         for w in self.engine.warnings:
             lines.append(f"⚠ {w}")

@@ -91,6 +91,7 @@ class Retrieval:
     evidence: tuple[Hit, ...]
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
+    reranker: str = "none"  # what reranked the evidence: a cross-encoder's name, "learned-lr", or "none" (fusion order)
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,4 @@ class Answer:
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
     covered: bool = True  # False when the knowledge base does not cover the question
+    reranker: str = ""  # as Retrieval.reranker ("" when the pipeline did not say)

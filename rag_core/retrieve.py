@@ -189,8 +189,10 @@ class Retriever:
             if rerank_scores:
                 hit_ranks["rerank"] = final_rank
             hits.append(Hit(self.index.chunks[pos], rerank_scores.get(pos, scores[pos]), hit_ranks))
+        ran = self.reranker.name if self.reranker is not None and channels.rerank else (
+            self.learned.name if learned else "none")
         return Retrieval(query=query, rewritten_query=pool.query, evidence=tuple(hits), timings_ms=timings,
-                         warnings=tuple(warnings))
+                         warnings=tuple(warnings), reranker=ran)
 
 
 def _learned_note(warning: str, name: str) -> str:

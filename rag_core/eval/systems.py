@@ -33,11 +33,11 @@ SYSTEMS: dict[str, System] = {
     s.name: s
     for s in (
         System("full", "Full system (hybrid + RRF + rerank + HAR/IHI)"),
-        System("b1", "B1: no reranker", Options(channels=Channels(rerank=False)), reranker="none"),
+        System("b1", "B1: no reranker (fusion order)", Options(channels=Channels(rerank=False)), reranker="none"),
         System("b2a", "B2a: dense only", Options(channels=Channels(bm25=False))),
         System("b2b", "B2b: BM25 only", Options(channels=Channels(dense=False))),
         System("b3", "B3: embedder fallback", embedder="fallback"),
-        System("b4", "B4: lighter reranker", reranker="light"),
+        System("b4", "B4: the other reranker", reranker="other"),
         System("b5", "B5: no HAR/IHI", Options(har=False, ihi=False)),
         System("simple", "Simple RAG (dense-only + generation)",
                Options(channels=Channels(bm25=False, rerank=False), har=False, ihi=False), reranker="none"),
@@ -72,12 +72,21 @@ class EngineFactory:
         return self._embedders[which]
 
     def reranker(self, which: str) -> tuple[Reranker | None, list[str]]:
+        """"configured": the configured cross-encoder (the learned ranker stands in when it cannot be loaded);
+        "none": no reranking; "other": the learned ranker when the configured cross-encoder loads, else the lighter
+        cross-encoder when it is here (else Skip)."""
         if which == "none":
             return None, []
+        if which == "other":
+            configured, _ = self.reranker("configured")
+            if configured is not None:
+                return None, [f"learned ranker instead of the cross-encoder {configured.name}"]
+            which = "light"
         if which not in self._rerankers:
             if which == "light":
                 if resolve_model_path(LIGHT_RERANKER) is None:
-                    raise Skip(f"lighter reranker {LIGHT_RERANKER} is not available locally")
+                    raise Skip(f"no other reranker here: the configured cross-encoder is not loaded (the full system "
+                               f"runs the learned ranker) and the lighter {LIGHT_RERANKER} is not available locally")
                 models = dataclasses.replace(self.cfg.models, reranker=LIGHT_RERANKER)
             else:
                 models = self.cfg.models
@@ -103,3 +112,4 @@ class EngineFactory:
         cfg = self.index_config(embedder, system.chunking)
         engine = Engine(cfg, make_tokenizer(cfg), embedder, reranker, self.chat, tuple(warnings + more))
         return engine, warnings + more
+

@@ -8,8 +8,10 @@ Two checks, both against the build that is serving now:
 Hit@5 is measured at the document level: a question hits when one of its top five passages comes from one of the
 documents it expects. Chunk-level gold would need quotes mapped to chunks and changes whenever the chunker does;
 the document level is robust across chunking changes and still catches a broken parser, tokenizer or embedder.
-The gate retrieves with BM25 + dense + RRF and no reranker: the reranker is the same model for both builds, so
-leaving it out measures the index alone (and keeps the gate fast).
+The gate retrieves with BM25 + dense + RRF and no reranker: the cross-encoder is the same model for both builds, so
+leaving it out measures the index alone (and keeps the gate fast). The candidate's learned ranker (trained for that
+build) is checked on the same questions against the candidate's own fusion order: one that loses more than the
+margin is removed from the build, which then serves in fusion order.
 
 Only questions whose expected documents are in both builds count, so deleting a document on purpose does not fail
 the gate. `[index] smoke_questions` entries read "问题 => a.md, b.md"; an entry without "=>" expects the document the
@@ -27,6 +29,7 @@ from typing import Sequence
 from ..config import Config
 from ..lexical import Tokenizer
 from ..models import Embedder
+from ..rank.model import RANKER_FILE
 from ..retrieve import Channels, Retriever
 from .layout import Layout
 from .store import IndexReader, IndexUnavailable
@@ -87,13 +90,27 @@ def parse_regressions(current: dict, candidate: dict) -> list[tuple[str, str]]:
     return [(f["path"], f["reason"]) for f in candidate.get("failures", []) if f["path"] in good]
 
 
-def _top_docs(retriever: Retriever, question: str) -> list[str]:
-    return [h.chunk.doc for h in retriever.search(question, channels=Channels(rerank=False)).evidence[:K]]
+def _top_docs(retriever: Retriever, question: str, rerank: bool = False) -> list[str]:
+    return [h.chunk.doc for h in retriever.search(question, channels=Channels(rerank=rerank)).evidence[:K]]
 
 
-def doc_hits(retriever: Retriever, questions: Sequence[SmokeQuestion]) -> list[bool]:
+def doc_hits(retriever: Retriever, questions: Sequence[SmokeQuestion], rerank: bool = False) -> list[bool]:
     """Whether each question has one of its expected documents among the top K passages."""
-    return [bool(set(_top_docs(retriever, q.question)) & set(q.docs)) for q in questions]
+    return [bool(set(_top_docs(retriever, q.question, rerank)) & set(q.docs)) for q in questions]
+
+
+def check_ranker(retriever: Retriever, questions: Sequence[SmokeQuestion], fusion_hit: float, margin: float) -> str:
+    """The build's learned ranker must not lose more than `margin` of its own fusion order's Hit@K on the smoke
+    questions; one that does is removed from the build (which then ranks in fusion order). Returns a summary."""
+    if retriever.learned is None:
+        return ""
+    ranked = sum(doc_hits(retriever, questions, rerank=True)) / len(questions)
+    if ranked < fusion_hit - margin - _EPS:
+        (retriever.index.dir / RANKER_FILE).unlink(missing_ok=True)
+        log.warning("learned ranker of %s removed: smoke Hit@%d %.2f against fusion order's %.2f",
+                    retriever.index.dir.name, K, ranked, fusion_hit)
+        return f"；学习排序模型使 Hit@{K} 降到 {ranked:.2f}，已停用（按融合顺序）"
+    return f"；学习排序后 {ranked:.2f}"
 
 
 class QualityGate:
@@ -155,6 +172,7 @@ class QualityGate:
         now_hit = sum(doc_hits(current, questions)) / len(questions)
         new_hit = sum(doc_hits(candidate, questions)) / len(questions)
         summary = f"冒烟问题 {len(questions)} 个，文档级 Hit@{K}：新版 {new_hit:.2f}，现行 {now_hit:.2f}（允许下降 {self.margin:.2f}）"
+        summary += check_ranker(candidate, questions, new_hit, self.margin)
         reason = None
         if new_hit < now_hit - self.margin - _EPS:
             reason = f"冒烟问题文档级 Hit@{K} 从 {now_hit:.2f} 降到 {new_hit:.2f}，超过允许的 {self.margin:.2f}"

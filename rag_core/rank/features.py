@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -42,6 +42,10 @@ FEATURES = (
     "short",  # text shorter than 80 characters (headings, fragments)
     "doc_share",  # share of the fused candidates' weight (1/rank) that comes from the same document
     "title_cov",  # IDF-weighted share of the question's content words in the document's title
+    "ent_text",  # share of the question's domain terms (lexicon entities, growers' words mapped) in heading + text
+    "ent_head",  # … in the heading path and title
+    "cov_section",  # IDF-weighted share of the question's content words in the whole section (all its passages)
+    "cov_doc",  # … in the whole document
 )
 
 _K1, _B = 1.5, 0.75
@@ -122,6 +126,7 @@ class QueryTerms:
     tokens: tuple[tuple[str, float], ...]  # BM25 tokens (words + bigrams + expansions) and their IDF
     bigrams: tuple[tuple[str, float], ...]
     intents: frozenset[str]
+    entities: tuple[tuple[str, float], ...] = ()  # lexicon terms of the question (synonyms mapped) and their IDF
 
 
 def query_terms(question: str, tokenizer: Tokenizer, stats: CorpusStats) -> QueryTerms:
@@ -131,12 +136,14 @@ def query_terms(question: str, tokenizer: Tokenizer, stats: CorpusStats) -> Quer
     bigrams = [b for run in _CJK_RUN.findall(question) for b in (run[i : i + 2] for i in range(len(run) - 1))]
     bigrams = [b for b in dict.fromkeys(bigrams) if stats.df.get(b)]
     intents = frozenset(name for name, rx in _Q_INTENT.items() if rx.search(question))
+    entities = [e for e in tokenizer.entities(expanded) if stats.df.get(e)]
     return QueryTerms(
         question,
         tuple((w, stats.idf(w)) for w in words),
         tuple((t, stats.idf(t)) for t in tokens),
         tuple((b, stats.idf(b)) for b in bigrams),
         intents,
+        tuple((e, max(stats.idf(e), 1.0)) for e in entities),
     )
 
 
@@ -221,8 +228,10 @@ def feature_matrix(
     stats: CorpusStats,
     cosines: Sequence[float] | None,
     rrf_k: int,
+    context: Callable[[Chunk], tuple[str, str]] | None = None,
 ) -> np.ndarray:
-    """One row per candidate, columns in FEATURES order."""
+    """One row per candidate, columns in FEATURES order. `context(chunk)` gives the text of the chunk's whole
+    section and of its whole document (default: the chunk's own text for both)."""
     n = len(candidates)
     x = np.zeros((n, len(FEATURES)), dtype=np.float64)
     if n == 0:
@@ -257,6 +266,11 @@ def feature_matrix(
         f[20] = float(len(chunk.text) < 80)
         f[21] = weights[chunk.docid] / total_weight
         f[22] = _coverage(q.words, chunk.title)
+        f[23] = _coverage(q.entities, full)
+        f[24] = _coverage(q.entities, head)
+        section_text, doc_text = context(chunk) if context is not None else (full, full)
+        f[25] = _coverage(q.words, section_text)
+        f[26] = _coverage(q.words, doc_text)
     for col in (4, 5, 11):  # relative to the best candidate of this question
         top = x[:, col].max()
         if top > 0:

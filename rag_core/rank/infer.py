@@ -4,6 +4,7 @@ fusion order and says so)."""
 from __future__ import annotations
 
 import logging
+from functools import cached_property
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ..index.bm25 import load_tokens
 from ..lexical import Tokenizer
 from ..models import Embedder
+from ..records import Chunk
 from .features import CorpusStats, feature_matrix, query_terms
 from .model import STATS_FILE, LinearRanker, RankerUnavailable, load_ranker
 
@@ -44,6 +46,24 @@ class Featurizer:
         self.stats = stats
         self.rrf_k = rrf_k
 
+    @cached_property
+    def _sections(self) -> dict[tuple[str, str], str]:
+        out: dict[tuple[str, str], list[str]] = {}
+        for c in self.index.chunks:
+            out.setdefault((c.docid, c.section), []).append(c.text)
+        return {(docid, section): section + "\n" + "\n".join(texts) for (docid, section), texts in out.items()}
+
+    @cached_property
+    def _documents(self) -> dict[str, str]:
+        out: dict[str, list[str]] = {}
+        for c in self.index.chunks:
+            out.setdefault(c.docid, []).append(f"{c.section}\n{c.text}")
+        return {k: "\n".join(v) for k, v in out.items()}
+
+    def context(self, chunk: Chunk) -> tuple[str, str]:
+        """The text of the chunk's whole section and of its whole document."""
+        return self._sections[(chunk.docid, chunk.section)], self._documents[chunk.docid]
+
     def cosines(self, pool: "Pool", positions: Sequence[int]) -> list[float] | None:
         if pool.vector is None or not positions:
             return None
@@ -59,7 +79,7 @@ class Featurizer:
         candidates = pool.candidates()
         q = query_terms(pool.normalised, self.tokenizer, self.stats)
         cos = self.cosines(pool, [c.position for c in candidates])
-        return feature_matrix(q, candidates, self.index.chunks, self.stats, cos, self.rrf_k)
+        return feature_matrix(q, candidates, self.index.chunks, self.stats, cos, self.rrf_k, self.context)
 
 
 class LearnedReranker:

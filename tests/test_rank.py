@@ -1,0 +1,188 @@
+"""The learned ranker: trained by the index build on a tiny knowledge base, used by the retriever, and a missing or
+corrupt ranker file falls back to fusion order with a warning."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rag_core.index.build import build_index
+from rag_core.index.gate import SmokeQuestion, check_ranker, doc_hits
+from rag_core.index.layout import Layout
+from rag_core.index.store import open_current
+from rag_core.models import HashingEmbedder
+from rag_core.pipeline import make_tokenizer
+from rag_core.rank.features import FEATURES
+from rag_core.rank.model import RANKER_FILE, RankerUnavailable, fit_pairwise, load_ranker
+from rag_core.rank.train import train_for_build
+from rag_core.retrieve import Channels, Retriever
+from tests.conftest import offline_config
+
+# Each topic: an FAQ file that answers the question, and a note that repeats the question's words without answering.
+TOPICS = [
+    ("锈病", "叶片背面出现橙黄色粉状孢子堆", "喷施波尔多液，清除病叶"),
+    ("天牛", "树干上有蛀孔和木屑排出", "用铁丝钩杀幼虫，树干涂白"),
+    ("炭疽病", "果实上出现凹陷的黑褐色病斑", "及时摘除病果，喷施代森锰锌"),
+    ("根腐病", "植株萎蔫，根部腐烂发黑", "挖除病株，改善排水"),
+    ("蚧壳虫", "枝叶上附着白色蜡质小虫", "剪除虫枝，释放天敌"),
+    ("褐斑病", "叶片上出现圆形褐色病斑", "加强荫蔽管理，喷施铜制剂"),
+    ("果小蠹", "果实顶端有圆形小蛀孔", "及时采净落果，悬挂诱捕器"),
+    ("旱害", "叶片卷曲下垂，午后萎蔫", "覆盖树盘，浇灌保水"),
+]
+
+
+def _write_kb(kb):
+    kb.mkdir()
+    for i, (name, sign, action) in enumerate(TOPICS):
+        (kb / f"faq_{i}.txt").write_text(
+            f"{name}问答\n\n问：咖啡出现{name}，{sign}，该怎么防治？\n答：{action}。\n", encoding="utf-8")
+        (kb / f"note_{i}.md").write_text(
+            f"# {name}观察记录\n\n咖啡{name}：{sign}。{sign}。咖啡{name}，{sign}，本记录只记观察日期和地块。\n",
+            encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rank")
+    _write_kb(root / "kb")
+    cfg = offline_config(root / "data", kb_dir=root / "kb", chunking={"method": "sliding"})
+    tokenizer = make_tokenizer(cfg)
+    report = build_index(cfg, HashingEmbedder(256), tokenizer)
+    return cfg, tokenizer, report
+
+
+def _retriever(cfg, tokenizer, **kwargs) -> Retriever:
+    return Retriever(open_current(cfg.data_dir), tokenizer, HashingEmbedder(256), None, cfg.retrieval, **kwargs)
+
+
+QUESTION = "咖啡{name}，{sign}，咋防治"
+
+
+def _gold(path, topics):
+    rows = [{"id": f"t{i}", "question": QUESTION.format(name=name, sign=sign), "answerable": True,
+             "evidence": [{"doc": f"faq_{i}.txt", "quote": action}]} for i, (name, sign, action) in topics]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    return path
+
+
+def test_the_build_trains_a_ranker_and_the_retriever_uses_it(tiny):
+    cfg, tokenizer, report = tiny
+    assert report.ranker.startswith("learned-lr"), report.ranker
+    model = load_ranker(Layout(cfg.data_dir).current_dir())
+    assert model.features == FEATURES and model.info["pseudo"] > 0
+    retriever = _retriever(cfg, tokenizer)
+    assert retriever.reranker_name == "learned-lr"
+    result = retriever.search("咖啡锈病怎么防治")
+    assert result.reranker == "learned-lr" and all("rerank" in h.ranks for h in result.evidence)
+    assert retriever.search("咖啡锈病怎么防治", channels=Channels(rerank=False)).reranker == "none"
+
+
+def test_trained_on_labelled_pairs_it_lifts_the_answer_above_fusion_order_on_held_out_questions(tiny, tmp_path):
+    cfg, tokenizer, _ = tiny
+    build = Layout(cfg.data_dir).current_dir()
+    original = (build / RANKER_FILE).read_text(encoding="utf-8")
+    held_out = list(enumerate(TOPICS))[6:]
+    try:
+        gold = _gold(tmp_path / "gold.jsonl", list(enumerate(TOPICS))[:6])
+        model = train_for_build(build, cfg, HashingEmbedder(256), tokenizer, gold_paths=[gold], previous=tmp_path)
+        assert model.info["labelled"] == 6
+        retriever = _retriever(cfg, tokenizer)
+        for i, (name, sign, _) in held_out:
+            q = QUESTION.format(name=name, sign=sign)
+            fused = retriever.search(q, channels=Channels(rerank=False)).evidence
+            ranked = retriever.search(q).evidence
+            assert fused[0].chunk.doc == f"note_{i}.md"  # fusion order puts the look-alike note first …
+            assert ranked[0].chunk.doc == f"faq_{i}.txt"  # … the ranker the passage that answers
+    finally:
+        (build / RANKER_FILE).write_text(original, encoding="utf-8")
+
+
+def test_a_missing_or_corrupt_ranker_file_falls_back_to_fusion_order_with_a_warning(tiny, tmp_path):
+    cfg, tokenizer, _ = tiny
+    build = Layout(cfg.data_dir).current_dir()
+    path = build / RANKER_FILE
+    original = path.read_text(encoding="utf-8")
+    q = QUESTION.format(name=TOPICS[0][0], sign=TOPICS[0][1])
+    fusion = [h.chunk.id for h in _retriever(cfg, tokenizer).search(q, channels=Channels(rerank=False)).evidence]
+    try:
+        for broken in (None, "{not json", json.dumps(json.loads(original) | {"weights": [1.0]})):
+            if broken is None:
+                path.unlink()
+            else:
+                path.write_text(broken, encoding="utf-8")
+            retriever = _retriever(cfg, tokenizer)
+            result = retriever.search(q)
+            assert retriever.learned is None and result.reranker == "none"
+            assert any("learned ranker unavailable" in w and "fusion order" in w for w in result.warnings)
+            assert [h.chunk.id for h in result.evidence] == fusion
+            assert all("rerank" not in h.ranks for h in result.evidence)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    assert _retriever(cfg, tokenizer).learned is not None
+
+
+def test_a_cross_encoder_wins_over_the_learned_ranker(tiny):
+    cfg, tokenizer, _ = tiny
+
+    class Reverse:  # a deterministic stand-in cross-encoder: prefers longer passages
+        name = "fake-cross-encoder"
+
+        def score(self, query, texts):
+            return [float(len(t)) for t in texts]
+
+    retriever = Retriever(open_current(cfg.data_dir), tokenizer, HashingEmbedder(256), Reverse(), cfg.retrieval)
+    assert retriever.learned is None and retriever.reranker_name == "fake-cross-encoder"
+    result = retriever.search("咖啡锈病怎么防治")
+    assert result.reranker == "fake-cross-encoder"
+    lengths = [len(h.chunk.section) + 1 + len(h.chunk.text) if h.chunk.section else len(h.chunk.text) for h in result.evidence]
+    assert lengths == sorted(lengths, reverse=True)
+
+
+def test_an_unchanged_rebuild_reuses_the_ranker(tiny):
+    cfg, tokenizer, _ = tiny
+    before = load_ranker(Layout(cfg.data_dir).current_dir()).info["key"]
+    report = build_index(cfg, HashingEmbedder(256), tokenizer)
+    after = load_ranker(Layout(cfg.data_dir).current_dir())
+    assert after.info["key"] == before and report.ranker.startswith("learned-lr")
+
+
+def test_pairwise_fit_learns_the_informative_feature():
+    rng = np.random.default_rng(0)
+    groups = []
+    for _ in range(40):
+        x = rng.normal(size=(10, 3))
+        y = np.zeros(10)
+        y[int(np.argmax(x[:, 1]))] = 1  # feature 1 decides
+        groups.append((x, y))
+    _, _, w = fit_pairwise(groups, l2=0.1)
+    assert abs(w[1]) > 3 * max(abs(w[0]), abs(w[2])) and w[1] > 0
+
+
+def test_a_ranker_for_other_features_is_refused(tmp_path):
+    (tmp_path / RANKER_FILE).write_text(json.dumps({"format": 1, "features": ["a"], "mean": [0], "scale": [1],
+                                                    "weights": [1]}), encoding="utf-8")
+    with pytest.raises(RankerUnavailable, match="other features"):
+        load_ranker(tmp_path)
+
+
+def test_the_quality_gate_removes_a_ranker_that_loses_to_fusion_order(tiny):
+    cfg, tokenizer, _ = tiny
+    build = Layout(cfg.data_dir).current_dir()
+    path = build / RANKER_FILE
+    original = path.read_text(encoding="utf-8")
+    smoke = [SmokeQuestion(QUESTION.format(name=name, sign=sign), (f"faq_{i}.txt",)) for i, (name, sign, _) in enumerate(TOPICS)]
+    try:
+        good = _retriever(cfg, tokenizer)
+        fusion_hit = sum(doc_hits(good, smoke)) / len(smoke)
+        assert "学习排序后" in check_ranker(good, smoke, fusion_hit, 0.1) and path.exists()
+        data = json.loads(original)
+        data["weights"] = [-w for w in data["weights"]]  # a ranker that prefers what it should not
+        path.write_text(json.dumps(data), encoding="utf-8")
+        bad = _retriever(cfg, tokenizer)
+        assert sum(doc_hits(bad, smoke, rerank=True)) / len(smoke) < fusion_hit - 0.1
+        assert "已停用" in check_ranker(bad, smoke, fusion_hit, 0.1)
+        assert not path.exists()
+        assert _retriever(cfg, tokenizer).learned is None  # the build now serves in fusion order
+    finally:
+        path.write_text(original, encoding="utf-8")
