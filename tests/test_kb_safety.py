@@ -37,7 +37,7 @@ def outside(tmp_path: Path) -> Path:
 
 
 def build(kb: Path, data: Path, **index):
-    cfg = offline_config(data, kb, index=index) if index else offline_config(data, kb)
+    cfg = offline_config(data, kb, index=index, retrieval={"learned_ranker": False})  # no ranker training: fast
     return cfg, build_index(cfg, HashingEmbedder(), make_tokenizer(cfg))
 
 
