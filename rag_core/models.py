@@ -199,11 +199,11 @@ def load_embedder(cfg: ModelsConfig, device: str | None = None) -> tuple[Embedde
 
 def load_reranker(cfg: ModelsConfig, device: str | None = None) -> tuple[Reranker | None, list[str]]:
     if not cfg.reranker:
-        return None, ["reranker disabled in config: results are in fusion order"]
+        return None, ["reranker disabled in config: the build's learned ranker reranks instead (fusion order without one)"]
     device = device or choose_device(cfg.device)
     path = resolve_model_path(cfg.reranker)
     if path is None:
-        message = f"reranker unavailable: {cfg.reranker} not found locally; results are in fusion order"
+        message = f"reranker unavailable: {cfg.reranker} not found locally; the build's learned ranker reranks instead (fusion order without one)"
         log.warning(message)
         return None, [message]
     try:

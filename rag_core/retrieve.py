@@ -105,7 +105,6 @@ class Retriever:
         if use_learned and reranker is None:
             try:
                 self.learned = LearnedReranker.from_build(index, tokenizer, embedder, cfg.rrf_k)
-                notes = [_learned_note(w, self.learned.name) for w in notes]
             except RankerUnavailable as exc:
                 if str(exc) not in _WARNED:  # once per process and reason: eval makes one engine per system
                     _WARNED.add(str(exc))
@@ -193,11 +192,6 @@ class Retriever:
             self.learned.name if learned else "none")
         return Retrieval(query=query, rewritten_query=pool.query, evidence=tuple(hits), timings_ms=timings,
                          warnings=tuple(warnings), reranker=ran)
-
-
-def _learned_note(warning: str, name: str) -> str:
-    """The models loader says "results are in fusion order" when no cross-encoder loaded; here they are not."""
-    return warning.replace("results are in fusion order", f"the learned ranker ({name}) reranks instead")
 
 
 def _rerank_text(chunk) -> str:
