@@ -255,10 +255,11 @@ class TelegramChannel:
         """Handle what the inbox kept from before; then, when polling, fetch → store → confirm → handle."""
         assert self.inbox is not None
         found = await self.inbox.recover(self.cfg.telegram.inbox_max_age_s)
-        if found.pending or found.stale or found.abandoned:
-            log.info("telegram: %d stored updates from before the restart to handle; %d skipped as older than %d s, "
-                     "%d after %s attempts", len(found.pending), found.stale, self.cfg.telegram.inbox_max_age_s,
-                     found.abandoned, MAX_ATTEMPTS)
+        if found.pending or found.stale or found.abandoned:  # a warning when questions go unanswered
+            log.log(logging.WARNING if found.stale or found.abandoned else logging.INFO,
+                    "telegram: %d stored updates from before the restart to handle; %d skipped as older than %d s, "
+                    "%d after %s attempts", len(found.pending), found.stale, self.cfg.telegram.inbox_max_age_s,
+                    found.abandoned, MAX_ATTEMPTS)
         for stored in found.pending:
             update = Update.de_json(stored.payload, self.app.bot)
             if update is not None:

@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
+from tests.conftest import REPO
 from tests.test_daemon import start_daemon, turns, wait_until, write_config
+
+def start_verbose(config: Path, token: str, log: Path) -> subprocess.Popen:
+    """`coffeebot -v serve` (INFO lines too: the inbox says what it found after a restart)."""
+    env = dict(os.environ, TELEGRAM_BOT_TOKEN=token, DEEPSEEK_API_KEY="test-key", PYTHONUNBUFFERED="1")
+    env.pop("WECHAT_APP_ID", None)
+    return subprocess.Popen([sys.executable, "-m", "bot.cli", "-v", "--config", str(config), "serve"], cwd=REPO,
+                            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
 
 QUESTIONS = ["咖啡锈病怎么防治？", "卡蒂姆一年施几次肥？", "咖啡果小蠹怎么防治？", "鲜果采回来多久要脱皮？"]
 
@@ -34,7 +47,7 @@ async def test_questions_survive_sigkill_and_restart_cycles(sample_cfg, tmp_path
             config.write_text(config.read_text(encoding="utf-8") + "[bot]\nmax_concurrent = 8\n", encoding="utf-8")
             started = time.monotonic()
             for cycle, chats in enumerate(batches):
-                daemon = start_daemon(config, tg.token, log)
+                daemon = start_verbose(config, tg.token, log)
                 try:
                     polls = len(tg.calls_of("getUpdates"))
                     await wait_until(lambda: len(tg.calls_of("getUpdates")) > polls, 90, "the daemon to poll")
@@ -71,6 +84,7 @@ async def test_questions_survive_sigkill_and_restart_cycles(sample_cfg, tmp_path
           f"the kill is stored and answered again)")
     assert asked >= 65
     text = log.read_text(encoding="utf-8", errors="replace")
+    print("\n".join(line for line in text.splitlines() if "stored updates" in line))
     assert "stored updates from before the restart" in text and tg.token.partition(":")[2] not in text
 
 
