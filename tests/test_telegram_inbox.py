@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -101,3 +102,28 @@ async def test_questions_in_flight_at_a_crash_are_answered_after_the_restart(sam
     assert all(len(a) == 1 and "来源" in a[0].plain for a in answers.values())  # each answered exactly once here
     assert counts == {"handled": len(chats)}
     assert any("5 stored updates from before the restart" in r.getMessage() for r in caplog.records)
+
+
+async def test_stored_questions_older_than_the_limit_are_skipped_and_counted(sample_cfg, sample_engine, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="bot.telegram")
+    async with FakeTelegramAPI() as api:
+        cfg = tg_config(sample_cfg, api)
+        bot_id = int(api.token.partition(":")[0])
+        old = Clock(time.time() - 2 * 3600)  # stored two hours ago by a process that then died
+        inbox = await Inbox.open(cfg.data_dir / cfg.telegram.inbox_db, bot_id, clock=old)
+        await inbox.store([(900, {"update_id": 900, "message": api.message(71, text=QUESTION)})])
+        old.now = time.time() - 60  # and a minute ago
+        await inbox.store([(901, {"update_id": 901, "message": api.message(72, text=QUESTION)})])
+        await inbox.close()
+        store = await HistoryStore.open(tmp_path / "history.sqlite3")
+        try:
+            async with running(cfg, api, ChatService(cfg, sample_engine, store)) as channel:
+                await api.wait_sent(1, chat_id=72)
+                await asyncio.sleep(0.3)
+                counts = await channel.inbox.counts()
+        finally:
+            await store.close()
+    assert {s.chat_id for s in api.sent} == {72}  # the two-hour-old question is not answered out of the blue
+    assert counts == {"stale": 1, "handled": 1}
+    (line,) = [r for r in caplog.records if "stored updates from before the restart" in r.getMessage()]
+    assert line.levelno == logging.WARNING and "1 skipped as older than 3600 s" in line.getMessage()
