@@ -12,7 +12,7 @@ from bot.history_store import HistoryStore
 from bot.service import ChatService
 from rag_core.llm import OpenAIChatModel
 from tests.conftest import engine_for
-from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
+from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, Reply, answer
 from tests.fakes.telegram_api import BOT_USERNAME
 from tests.test_telegram import QUESTION, running, tg_config
 
@@ -114,3 +114,26 @@ async def test_without_drafts_a_private_chat_gets_edits(sample_cfg, tmp_path):
     assert len(api.calls_of("sendMessage")) == 1 and api.calls_of("editMessageText")
     (final,) = api.sent
     assert final.buttons == [("原文1", f"src:{cid}")] and "[1]" in final.plain
+
+
+async def test_a_stream_cut_mid_answer_leaves_no_partial_text_behind(sample_cfg, tmp_path):
+    """The LLM's connection drops after three pieces: the engine answers extractively, and that answer replaces the
+    partial text in the group's message (no half sentence of the failed answer survives)."""
+    group = -100600
+    async with FakeOpenAIServer() as llm, FakeTelegramAPI() as api:
+        cfg, engine = streaming_engine(tg_config(sample_cfg, api), llm, 0.3)
+        pieces = ("这段回答", "写到一半", "连接就断了", "，后面不会再来", "。")
+        llm.push(Reply(text="".join(pieces), pieces=pieces, cut_after=3, piece_delay_s=0.15))
+        store = await HistoryStore.open(tmp_path / "history.sqlite3")
+        try:
+            async with running(cfg, api, ChatService(cfg, engine, store)) as channel:
+                channel.group_stream_interval_s = 0.3
+                api.push_text(group, f"@{BOT_USERNAME} {QUESTION}", 7, chat_type="supergroup")
+                await api.wait_for(lambda: any("来源" in s.plain for s in api.sent), 20)
+        finally:
+            await store.close()
+    first = api.calls_of("sendMessage")[0].params["text"]
+    assert first.startswith("这段回答")  # the partial text was shown …
+    (final,) = api.sent
+    assert "写到一半" not in final.plain and "这段回答" not in final.plain  # … and replaced by the extractive answer
+    assert "来源" in final.plain and final.parse_mode == "HTML" and final.buttons
