@@ -6,6 +6,7 @@ import dataclasses
 import struct
 from pathlib import Path
 
+from rag_core.config import with_overrides
 from rag_core.eval.gold import load_gold
 from rag_core.eval.plots import plot_f1, plot_latency_share, stages_that_ran
 from rag_core.eval.report import label_for, markdown
@@ -58,6 +59,8 @@ def test_the_report_says_what_ran(sample_cfg, tmp_path, capsys):
     gold.write_text("".join((SHARED_EVAL / "dev.jsonl").read_text(encoding="utf-8").splitlines(True)[:8]),
                     encoding="utf-8")
     cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(tmp_path / "data")))
+    if "learned_ranker" in {f.name for f in dataclasses.fields(cfg.retrieval)}:  # no reranker of any kind here
+        cfg = with_overrides(cfg, retrieval={"learned_ranker": False})
     report = evaluate(cfg, gold, ["full", "b1"], runs=1, out_dir=tmp_path / "out", resamples=200)
     full = report["systems"]["full"]
     assert full["reranker"] == "none" and "rerank" not in full["label"]
