@@ -15,7 +15,8 @@ who is addressed in a group, "typing…", a streamed answer, HTML pieces under T
   RetryAfter before resending.
 - With an LLM the answer grows in one message while it is written: a draft (`sendMessageDraft`) in private chats,
   edits of one message in groups, at most once per `[telegram] stream_interval_s`; then the final text with
-  footnotes and 原文 buttons. Partial texts never show citation ids: citations are validated on the final text only.
+  footnotes and 原文 buttons (bot/telegram_stream.py). Partial texts never show citation ids: citations are validated
+  on the final text only.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, MessageEntityType, ParseMode
-from telegram.error import BadRequest, InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from rag_core.config import Config
 
@@ -41,6 +42,7 @@ from . import metrics
 from .formatting import escape_html, split_text, telegram_html
 from .inbox import MAX_ATTEMPTS, Inbox
 from .service import NON_TEXT, ChatService, Incoming, Reply, admin_ids, plain
+from .telegram_stream import AnswerStream
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,7 +59,6 @@ MEDIA = (filters.VOICE | filters.AUDIO | filters.PHOTO | filters.Sticker.ALL | f
 _GROUPS = (ChatType.GROUP, ChatType.SUPERGROUP)
 _COMMAND_RE = re.compile(r"^(/[A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(.*)$", re.DOTALL)
 _TAG_RE = re.compile(r"<[^<>]+>")
-_PARTIAL_CITATION_RE = re.compile(r"[ \t]*[\[【][^\[\]【】\n]{0,80}#[^\[\]【】\n]{0,16}[\]】]")
 
 
 def webhook_secret(token: str) -> str:
@@ -79,19 +80,6 @@ def reply_html(reply: Reply) -> list[str]:
     head, _, rest = reply.text.partition("\n")
     body = f"<b>{escape_html(head)}</b>" + (f"\n{escape_html(rest)}" if rest else "")
     return split_text(body, MESSAGE_LIMIT, lambda s: len(s.encode("utf-16-le")) // 2, html=True)
-
-
-def partial_text(raw: str) -> str:
-    """What a user sees of an answer still being written: the LLM's text without citation ids (they are checked,
-    numbered and footnoted only in the final text), a half-written "[…" cut off, at most one message long."""
-    text = _PARTIAL_CITATION_RE.sub("", raw)
-    opened = max(text.rfind("["), text.rfind("【"))
-    if opened >= 0 and "]" not in text[opened:] and "】" not in text[opened:]:
-        text = text[:opened]
-    text = text.strip()
-    if len(text.encode("utf-16-le")) // 2 > MESSAGE_LIMIT - 2:
-        text = text[:MESSAGE_LIMIT // 2 - 1] + "…"
-    return text
 
 
 def redact_proxy(url: str) -> str:
@@ -380,7 +368,9 @@ class TelegramChannel:
         stream = None
         if self.cfg.telegram.stream and getattr(self.service.engine, "chat", None) is not None \
                 and not text.startswith("/"):
-            stream = AnswerStream(self, msg)
+            tg, private = self.cfg.telegram, msg.chat.type == ChatType.PRIVATE
+            interval = tg.stream_interval_s if private else max(tg.stream_interval_s, self.group_stream_interval_s)
+            stream = AnswerStream(self.app.bot, msg, interval, self._reply_to(msg))
         typing = asyncio.create_task(self._keep_typing(msg.chat_id))
         try:
             if stream is None:
@@ -477,88 +467,3 @@ class TelegramChannel:
     def _reply_to(msg: Message) -> int | None:
         """In groups the answer quotes the question so the thread stays readable; in private chats it does not."""
         return msg.message_id if msg.chat.type in _GROUPS else None
-
-
-class AnswerStream:
-    """The answer as the LLM writes it, shown in one place: a draft in a private chat, else one message edited.
-
-    `feed` is called from the generation thread with each new piece; an asyncio task shows the text so far at once
-    and then at most every `stream_interval_s` (3 s or more in groups). `states` records what was shown, and when.
-    """
-
-    def __init__(self, channel: TelegramChannel, msg: Message) -> None:
-        self.channel, self.chat_id = channel, msg.chat_id
-        self.private = msg.chat.type == ChatType.PRIVATE
-        self.reply_to = channel._reply_to(msg)
-        interval = channel.cfg.telegram.stream_interval_s
-        self.interval = interval if self.private else max(interval, channel.group_stream_interval_s)
-        self.draft_id = msg.message_id or 1  # non-zero; one draft per question
-        self.message: Message | None = None  # the streamed message (edit mode)
-        self.states: list[tuple[float, str, str]] = []  # (seconds since the question, "draft"/"message"/"edit", text)
-        self._pieces: list[str] = []
-        self._shown = ""
-        self._started = time.monotonic()
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._done = asyncio.Event()
-        self._task: asyncio.Task | None = None
-
-    def feed(self, piece: str) -> None:
-        """A streamed piece (any thread)."""
-        self._pieces.append(piece)
-        self._loop.call_soon_threadsafe(self._wake.set)
-
-    async def __aenter__(self) -> "AnswerStream":
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        """No more partial states; one being sent is let finish (so the streamed message is known)."""
-        self._done.set()
-        self._wake.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            if self._done.is_set():
-                return
-            self._wake.clear()
-            await self._show(partial_text("".join(self._pieces)))
-            try:
-                await asyncio.wait_for(self._done.wait(), self.interval)
-                return
-            except asyncio.TimeoutError:
-                pass
-
-    async def _show(self, text: str) -> None:
-        if not text or text == self._shown:
-            return
-        bot = self.channel.app.bot
-        try:
-            if self.private:
-                try:
-                    await bot.send_message_draft(self.chat_id, self.draft_id, text)
-                    kind = "draft"
-                except (BadRequest, InvalidToken) as exc:  # a Bot API server without drafts (404): edit instead
-                    log.info("telegram: no draft streaming in chat %s (%s); editing a message", self.chat_id, exc.message)
-                    self.private = False
-                    await self._show(text)
-                    return
-            elif self.message is None:
-                params = ReplyParameters(self.reply_to, allow_sending_without_reply=True) if self.reply_to else None
-                self.message = await bot.send_message(self.chat_id, text, reply_parameters=params)
-                kind = "message"
-            else:
-                await bot.edit_message_text(text, self.chat_id, self.message.message_id)
-                kind = "edit"
-        except TelegramError as exc:
-            log.warning("telegram: streaming to %s failed: %s", self.chat_id, exc)
-            return
-        self._shown = text
-        self.states.append((time.monotonic() - self._started, kind, text))
