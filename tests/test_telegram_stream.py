@@ -137,3 +137,14 @@ async def test_a_stream_cut_mid_answer_leaves_no_partial_text_behind(sample_cfg,
     (final,) = api.sent
     assert "写到一半" not in final.plain and "这段回答" not in final.plain  # … and replaced by the extractive answer
     assert "来源" in final.plain and final.parse_mode == "HTML" and final.buttons
+
+
+def test_partial_text_hides_ids_and_half_written_brackets():
+    from bot.telegram_stream import partial_text
+
+    assert partial_text("喷铜制剂[fb82b28b#11]。注意通风 [deadbeef#9]，") == "喷铜制剂。注意通风，"
+    assert partial_text("喷铜制剂[fb82b2") == "喷铜制剂"  # the id is still being written
+    assert partial_text("喷铜制剂【fb82b28b#11】。[注意]事项") == "喷铜制剂。[注意]事项"  # brackets without ids stay
+    assert partial_text("[fb82b28b#11]") == ""  # nothing to show yet
+    long = partial_text("锈" * 5000)
+    assert len(long.encode("utf-16-le")) // 2 <= 4096 and long.endswith("…")
