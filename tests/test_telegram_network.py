@@ -32,6 +32,13 @@ async def store(tmp_path):
     await history.close()
 
 
+async def until(predicate, timeout: float) -> None:
+    async def loop() -> None:
+        while not predicate():
+            await asyncio.sleep(0.02)
+    await asyncio.wait_for(loop(), timeout)
+
+
 def with_telegram(cfg, **fields):
     return dataclasses.replace(cfg, telegram=dataclasses.replace(cfg.telegram, **fields))
 
@@ -62,9 +69,8 @@ async def test_no_route_to_telegram_is_retried_with_backoff_then_answers(sample_
         assert channel.status()["attempts"] == 0
         assert any("is up" in r.getMessage() and "failed attempts" in r.getMessage() for r in caplog.records)
 
-        api.unreachable = True  # lost again while polling: retrying, then back
-        await asyncio.sleep(0.6)
-        assert channel.status()["state"] == "retrying"
+        api.unreachable = True  # lost again while polling: retrying (once the long poll in flight ends), then back
+        await until(lambda: channel.status()["state"] == "retrying", 5)
         api.unreachable = False
         sent = await ask(api, 43, QUESTION)
         assert "来源" in sent.plain and channel.status()["state"] == "connected"
@@ -96,8 +102,8 @@ async def test_a_dead_proxy_is_retried_like_no_route(sample_cfg, sample_engine, 
     channel.retry_first_s = 0.05
     try:
         await asyncio.wait_for(channel.start(), 5)
-        await asyncio.sleep(0.3)
-        assert channel.status()["state"] == "retrying" and channel.status()["attempts"] >= 2
+        await until(lambda: channel.status()["attempts"] >= 2, 5)
+        assert channel.status()["state"] == "retrying"
         assert not api.calls
     finally:
         await asyncio.wait_for(channel.stop(), 10)
