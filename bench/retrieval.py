@@ -150,6 +150,9 @@ def child_build(args) -> dict:
     class TimedTokenizer:
         bigrams = tokenizer.bigrams
 
+        def __getattr__(self, name):  # words, query_tokens, entities, synonyms … (the learned ranker's training)
+            return getattr(tokenizer, name)
+
         def tokens(self, text):
             t = time.perf_counter()
             try:
