@@ -36,6 +36,8 @@ ABLATIONS = {
     "FAQ question similarity": ("faq",),
     "intent vs passage": tuple(f for f in FEATURES if f.startswith("intent_")),
     "length and document share": ("length", "short", "doc_share"),
+    "domain terms (lexicon entities)": ("ent_text", "ent_head"),
+    "section and document coverage": ("cov_section", "cov_doc"),
 }
 
 
