@@ -150,6 +150,7 @@ INTENTS = (
     (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
 )
 INTENT_WEIGHT = 6.0  # as much as a four-character domain term
+RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
 
 
 def intent_bonus(question: str, heading: str) -> float:
@@ -176,7 +177,7 @@ def extractive_answer(
     candidates: list[_Sentence] = []
     for rank, hit in enumerate(hits):
         text = hit.chunk.text
-        prior = 1.0 / (1.0 + 0.25 * rank)
+        prior = 1.0 / (1.0 + RANK_DECAY * rank)
         # the nearest headings frame every sentence under them ("五、咖啡锈病的防治方法" answers "怎么防治")
         # a sentence is read under its nearest headings: their terms count (once), and so does the kind of
         # section a question asks for ("怎么防治" → "防治方法", not "发生季节")

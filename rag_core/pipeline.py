@@ -157,6 +157,7 @@ class Engine:
             timings_ms=timings,
             warnings=tuple(warnings),
             covered=covered,
+            reranker=retrieval.reranker,
         )
 
     def _generate(self, question, rewritten, hits: Sequence[Hit], history, options: Options, on_delta) -> tuple[str, list[str]]:

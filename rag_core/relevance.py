@@ -27,6 +27,31 @@ _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线
 _NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传")
 
 
+# What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
+# but holds no such fact (a price, a forecast, a brand, an office) does not answer the question: the near miss.
+ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern], ...] = (
+    ("价格", re.compile(r"多少钱|几块钱|几块|价格|价钱|收购价|卖价|市价|租金|工钱|工资|保费|费用|收费|收多少|补多少"),
+     re.compile(r"\d\s*(?:元|块|万元)|元/")),
+    ("天气和行情预测", re.compile(r"(?:明天|后天|今晚|这几天|近几天|最近几天|下周|下个?星期|下个?礼拜|下个?月|明年|未来)"
+                          r"[^，,。？?]{0,12}(?:会不会|会不|会下|会涨|会跌|涨|跌|预报|行情)"),
+     re.compile(r"(?!)")),  # a manual holds no forecast
+    ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|哪家|哪个厂|哪里买|哪儿买|在哪买|去哪买|哪里能买|"
+                          r"哪里有卖|在哪里可以买|买得到|联系方式|电话"),
+     re.compile(r"品牌|牌子|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
+    ("办理手续", re.compile(r"手续|办证|许可证|认证|审批|流程|哪个部门|去哪办|找哪个"),
+     re.compile(r"手续|办理|申请|审批|认证|许可|部门")),
+)
+
+
+def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
+    """The kind of fact the question asks for that the best evidence does not contain ("" when none is missing)."""
+    evidence = "".join(h.chunk.text for h in hits[:top])
+    for name, asks, answered_by in ASKED_FACTS:
+        if asks.search(question) and not answered_by.search(evidence):
+            return name
+    return ""
+
+
 @dataclass(frozen=True)
 class Coverage:
     covered: bool
@@ -41,14 +66,21 @@ def content_words(question: str, tokenizer: Tokenizer) -> list[str]:
 
 
 def coverage_score(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top: int = 3) -> float:
-    """The weighted share of the question's content words found in the top evidence."""
+    """The weighted share of the question's content words found in the top evidence; a growers' word counts as
+    found when the knowledge base's word for it (the synonym table's) is there ("黄粉" → "锈病")."""
     words = content_words(question, tokenizer)
     if not words:
         return 1.0
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits[:top])
+    keys = [k for k in tokenizer.synonyms if k in question]
+
+    def found(word: str) -> bool:
+        if word in evidence:
+            return True
+        return any(t in evidence for k in keys if word in k or k in word for t in tokenizer.synonyms[k])
+
     total = sum(min(len(w), 4) for w in words)
-    found = sum(min(len(w), 4) for w in words if w in evidence)
-    return found / total
+    return sum(min(len(w), 4) for w in words if found(w)) / total
 
 
 def unknown_topic(question: str, corpus_text: str) -> str:
@@ -75,17 +107,21 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _TOPICAL_POS or word in tokenizer.stopwords:
             continue
-        if stats.known(word) or tokenizer.general_frequency(word) < MIN_WORD_FREQ and not _looks_like_a_name(word):
+        if stats.known(word):
             continue
+        freq = tokenizer.general_frequency(word)
+        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag):
+            continue  # a fragment of a bad segmentation, not a word (long dictionary words are words: 小额贷款)
         if any(word in key or key in word for key in tokenizer.synonyms):
             continue
         out.append(word)
     return list(dict.fromkeys(out))
 
 
-def _looks_like_a_name(word: str) -> bool:
-    """Chemical and pest names jieba has never seen (吡虫啉, 噻虫嗪) end like the names the KB does use."""
-    return len(word) >= 3 and word[-1] in "啉嗪磷酯胺醇酮菌蝇螨蚜蛾"
+def _looks_like_a_name(word: str, flag: str) -> bool:
+    """A word jieba's dictionary lacks is a segmentation fragment, unless jieba's HMM took it for a name (拉花, 冷萃,
+    孟连) or it ends like the chemical and pest names the KB does use (吡虫啉, 噻虫嗪)."""
+    return flag in ("nr", "ns", "nz") or len(word) >= 3 and word[-1] in "啉嗪磷酯胺醇酮菌蝇螨蚜蛾"
 
 
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -104,5 +140,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     if not hits:
         return Coverage(False, 0.0)
     score = coverage_score(question, hits, tokenizer)
-    missing = unknown_topic(question, corpus_text) or (unknown_focus(question, tokenizer, stats) if stats else "")
+    missing = (unknown_topic(question, corpus_text) or (unknown_focus(question, tokenizer, stats) if stats else "")
+               or missing_fact(question, hits))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)
