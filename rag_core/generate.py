@@ -148,6 +148,7 @@ INTENTS = (
     (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"), re.compile(r"季节|时期|时间|月|物候|农事")),
     (re.compile(r"怎么识别|咋识别|什么症状|啥症状|是什么病|是啥病|什么虫|啥虫|怎么看"), re.compile(r"症状|识别|诊断|特征")),
     (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
+    (re.compile(r"怎么恢复|咋恢复|怎么救|咋救|还有救|怎么补救|怎么管|咋管|怎么处理"), re.compile(r"恢复|补救|管理|复壮|更新")),
 )
 INTENT_WEIGHT = 6.0  # as much as a four-character domain term
 RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
