@@ -239,10 +239,16 @@ class ChatService:
         await self.history.put_state(_session_key(channel, chat_id), str(last[-1].id if last else 0))
 
     async def _session_turns(self, channel: str, chat_id: str, limit: int) -> list[StoredTurn]:
-        """The last `limit` turns of the chat's current conversation, oldest first."""
+        """The last `limit` turns of the chat's current conversation, oldest first: those after the session's
+        start and younger than `[history] max_age_minutes` (a question asked hours later starts afresh)."""
         turns = await self.history.recent_stored(channel, chat_id, limit)
         start = await self.history.get_state(_session_key(channel, chat_id))
-        return [t for t in turns if t.id > int(start)] if start else turns
+        if start:
+            turns = [t for t in turns if t.id > int(start)]
+        max_age_s = self.cfg.history.max_age_minutes * 60
+        if max_age_s > 0:
+            turns = [t for t in turns if time.time() - t.created_at <= max_age_s]
+        return turns
 
     async def ask(self, channel: str, chat_id: str, question: str, on_delta: Callable[[str], None] | None = None) -> Reply:
         """Answer a question with this chat's history; both turns are stored before the reply goes out.

@@ -64,6 +64,7 @@ class HistoryConfig:
     ihi_turns: int = 8  # N: turns injected into the prompt
     ihi_chars: int = 800  # L: clip length per injected turn
     har_llm: bool = True  # let a configured LLM rewrite elliptical questions
+    max_age_minutes: float = 180.0  # older turns no longer steer a question (0: no limit)
 
 
 @dataclass(frozen=True)

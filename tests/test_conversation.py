@@ -100,3 +100,32 @@ def test_answerable_dev_questions_are_rarely_refused(sample_engine):
     items = [i for i in load_gold(SHARED_EVAL / "dev.jsonl") if i.answerable]
     refused = [i.id for i in items if not sample_engine.answer(i.question).covered]
     assert len(refused) <= 0.03 * len(items), refused
+
+
+async def test_turns_older_than_the_limit_do_not_steer_a_follow_up(sample_engine, tmp_path):
+    from bot.history_store import HistoryStore
+    from bot.service import ChatService
+
+    now = [__import__("time").time() - 4 * 3600]  # the rust exchange happened four hours ago
+    store = await HistoryStore.open(tmp_path / "h.sqlite3", clock=lambda: now[0])
+    seen: list[list[Turn]] = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(sample_engine, name)
+
+        def answer(self, question, history, **kw):
+            seen.append(list(history))
+            return sample_engine.answer(question, history, **kw)
+
+    try:
+        for turn in RUST:
+            await store.add_turn("telegram", "c1", turn.role, turn.content)
+        now[0] += 4 * 3600
+        service = ChatService(sample_engine.cfg, Recording(), store)
+        await service.ask("telegram", "c1", "那要打几次？")
+        assert seen[-1] == []  # 180 minutes by default: the old exchange is not carried
+        await service.ask("telegram", "c1", "那老树呢？")
+        assert [t.role for t in seen[-1]] == ["user", "assistant"]  # the fresh exchange is
+    finally:
+        await store.close()
