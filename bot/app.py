@@ -52,7 +52,8 @@ async def start_services(
     if engine is None:
         engine = await asyncio.to_thread(engine_for, cfg, args, True, True)
     await asyncio.to_thread(_load_index, engine)
-    history = await HistoryStore.open(cfg.data_dir / cfg.bot.history_db, cfg.bot.history_retention_days)
+    history = await HistoryStore.open(cfg.data_dir / cfg.bot.history_db, cfg.bot.history_retention_days,
+                                      url=cfg.storage.url)  # [storage] url: SQLite (default) or PostgreSQL
     await history.purge_expired()  # [bot] history_retention_days: on start, and nightly (IndexScheduler.housekeep)
     rebuilder = Rebuilder(cfg, engine, gate=QualityGate(cfg, engine.embedder, engine.tokenizer))
     service = ChatService(cfg, engine, history, reindex=rebuilder.request_text)

@@ -1,4 +1,5 @@
-"""Per-chat conversation history (and a little channel state) in SQLite, through aiosqlite.
+"""Per-chat conversation history (and a little channel state): SQLite through aiosqlite by default, or the
+PostgreSQL database of `[storage] url` shared by several workers (bot/storage/).
 
 Durability: WAL with synchronous=FULL, so every committed turn is fsynced to the WAL before `add_turn` returns and
 survives a process crash *and* a power loss (NORMAL only survives the former). The cost is one fsync per turn,
@@ -18,11 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
-import aiosqlite
-
 from rag_core.records import Role, Turn
 
-from .sqlite import open_db, schema_version
+from .storage import Database, Migrations, open_database
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +30,7 @@ DAY_S = 86_400.0
 PURGED_KEY = "retention.purged"  # state: turns deleted by the retention purge, all time
 
 # Numbered migrations: MIGRATIONS[i] is version i + 1. Append new ones; never edit an applied one.
-MIGRATIONS: tuple[str, ...] = (
+MIGRATIONS: tuple[str, ...] = (  # SQLite
     """
     CREATE TABLE turns (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -54,6 +53,28 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+# PostgreSQL: one schema, numbered from 1 on its own (timestamps in DOUBLE PRECISION: REAL is 4 bytes there).
+POSTGRES_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE turns (
+        id BIGSERIAL PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        cited_ids TEXT NOT NULL DEFAULT '[]',
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX turns_by_chat ON turns (channel, chat_id, id);
+    CREATE INDEX turns_by_time ON turns (created_at);
+    CREATE TABLE state (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+)
+
 _TURN_COLUMNS = "id, channel, chat_id, role, content, cited_ids, created_at"
 
 
@@ -69,9 +90,10 @@ class StoredTurn:
 
 
 class HistoryStore:
-    """History of every chat on every channel; one aiosqlite connection, safe to share between coroutines."""
+    """History of every chat on every channel; one connection (SQLite) or pool (PostgreSQL), safe to share between
+    coroutines."""
 
-    def __init__(self, db: aiosqlite.Connection, retention_days: int, clock: Callable[[], float]) -> None:
+    def __init__(self, db: Database, retention_days: int, clock: Callable[[], float]) -> None:
         self._db = db
         self.retention_days = retention_days
         self._clock = clock
@@ -79,18 +101,19 @@ class HistoryStore:
 
     @classmethod
     async def open(
-        cls, path: Path, retention_days: int = 180, *, clock: Callable[[], float] = time.time
+        cls, path: Path, retention_days: int = 180, *, clock: Callable[[], float] = time.time, url: str = ""
     ) -> HistoryStore:
-        """Open (creating if needed) the database at `path` and bring its schema up to date."""
+        """Open (creating if needed) the database at `path` (or the one `url` names: `[storage] url`) and bring
+        its schema up to date."""
         if retention_days < 1:
             raise ValueError(f"retention_days must be at least 1, got {retention_days}")
-        db = await open_db(Path(path), MIGRATIONS, clock, "history database")
-        await db.execute("PRAGMA secure_delete = ON")
+        migrations = Migrations("history", MIGRATIONS, POSTGRES_MIGRATIONS)
+        db = await open_database(url, Path(path), migrations, clock, "history database", secure_delete=True)
         return cls(db, retention_days, clock)
 
     async def schema_version(self) -> int:
         """The highest migration applied."""
-        return await schema_version(self._db)
+        return await self._db.schema_version()
 
     async def add_turn(
         self, channel: str, chat_id: str, role: str, content: str, cited_ids: Sequence[str] = ()
@@ -98,24 +121,22 @@ class HistoryStore:
         """Store one turn (committed before returning); returns its id."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-        cursor = await self._db.execute(
-            "INSERT INTO turns (channel, chat_id, role, content, cited_ids, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        row = await self._db.fetchone(
+            "INSERT INTO turns (channel, chat_id, role, content, cited_ids, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+            " RETURNING id",
             (channel, chat_id, role, content, json.dumps(list(cited_ids)), self._clock()),
         )
-        turn_id = cursor.lastrowid
-        await cursor.close()
-        assert turn_id is not None
-        return turn_id
+        assert row is not None
+        return int(row[0])
 
     async def recent_stored(self, channel: str, chat_id: str, limit: int) -> list[StoredTurn]:
         """The last `limit` turns of a chat, oldest first."""
         if limit <= 0:
             return []
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT ?",
             (channel, chat_id, limit),
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [_stored_turn(row) for row in reversed(rows)]
 
     async def recent(self, channel: str, chat_id: str, limit: int) -> list[Turn]:
@@ -133,7 +154,8 @@ class HistoryStore:
         if deleted:
             await self._db.execute(
                 "INSERT INTO state (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE"
-                " SET value = CAST(CAST(value AS INTEGER) + excluded.value AS TEXT), updated_at = excluded.updated_at",
+                " SET value = CAST(CAST(state.value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT),"
+                " updated_at = excluded.updated_at",
                 (PURGED_KEY, str(deleted), self._clock()),
             )
             log.info("purged %d turns older than %d days", deleted, self.retention_days)
@@ -141,14 +163,13 @@ class HistoryStore:
 
     async def stats(self) -> dict[str, int]:
         """Counts for /status: {"turns": …, "chats": …, "purged": turns deleted by the retention purge, all time}."""
-        async with self._db.execute(
-            "SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT DISTINCT channel, chat_id FROM turns)),"
+        row = await self._db.fetchone(
+            "SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT DISTINCT channel, chat_id FROM turns) AS chats),"
             " (SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM state WHERE key = ?) FROM turns",
             (PURGED_KEY,),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         assert row is not None
-        return {"turns": row[0], "chats": row[1], "purged": row[2]}
+        return {"turns": int(row[0]), "chats": int(row[1]), "purged": int(row[2])}
 
     async def put_state(self, key: str, value: str) -> None:
         """Set a channel-state value (e.g. a WeChat answer waiting to be fetched)."""
@@ -159,8 +180,7 @@ class HistoryStore:
         )
 
     async def get_state(self, key: str) -> str | None:
-        async with self._db.execute("SELECT value FROM state WHERE key = ?", (key,)) as cursor:
-            row = await cursor.fetchone()
+        row = await self._db.fetchone("SELECT value FROM state WHERE key = ?", (key,))
         return None if row is None else row[0]
 
     async def delete_state(self, key: str) -> bool:
@@ -173,11 +193,12 @@ class HistoryStore:
             self._closed = True
             await self._db.close()
 
+    async def probe_write(self) -> None:
+        """A write statement that changes nothing (for /healthz): refused by a read-only or closed database."""
+        await self._db.execute("DELETE FROM state WHERE 1 = 0")
+
     async def _delete(self, sql: str, params: tuple[object, ...]) -> int:
-        cursor = await self._db.execute(sql, params)
-        count = cursor.rowcount
-        await cursor.close()
-        return count
+        return await self._db.execute(sql, params)
 
 
 def _stored_turn(row: Sequence[Any]) -> StoredTurn:

@@ -83,11 +83,11 @@ class Monitor:
     async def history_state(self) -> dict:
         """Whether the history database takes writes: a write statement that changes nothing, in autocommit (so it
         never joins or holds a transaction other coroutines share), refused by a read-only or closed database."""
-        db = getattr(self.service.history, "_db", None)
-        if db is None:
+        probe = getattr(self.service.history, "probe_write", None)
+        if probe is None:
             return {"writable": False, "error": "history store not open"}
         try:
-            await asyncio.wait_for(db.execute("DELETE FROM schema_migrations WHERE 0"), PROBE_TIMEOUT_S)
+            await asyncio.wait_for(probe(), PROBE_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - closed, read-only, locked past the timeout, disk gone …
             return {"writable": False, "error": f"{type(exc).__name__}: {exc}"[:200]}
         return {"writable": True}

@@ -25,8 +25,11 @@ import functools
 import logging
 import collections
 import math
+import os
 import re
+import socket
 import time
+import uuid
 import unicodedata
 from pathlib import Path
 
@@ -58,6 +61,7 @@ LAST_DELIVERY = 3  # WeChat gives up after the third delivery
 KEEP_LEDGER_S = 7 * 86_400  # well past WeChat's retries and the 48-hour window
 API_TIMEOUT_S = 10.0
 REFUSAL_LOG_S = 60.0  # one log line per refusal reason and minute; the rest are counted
+CLAIM_POLL_S = 0.2  # several workers: how often a delivery held by a worker that did not claim the message looks
 
 PENDING = "答案正在生成，请回复任意文字获取"
 MORE = "（未完，回复任意文字查看下一段）"
@@ -149,6 +153,9 @@ class WeChatChannel:
                 raise ValueError("WECHAT_ENCODING_AES_KEY must be the 43-character EncodingAESKey") from exc
         self.client = ApiClient(self.cfg.api_base_url, secrets.wechat_app_id or "", secrets.wechat_app_secret or "")
         self.ledger_path = ledger_path or cfg.data_dir / "wechat.sqlite3"
+        self.storage_url = cfg.storage.url
+        self.claim_lease_s = cfg.storage.claim_lease_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # this process, in claims
         self.clock = clock
         self.ledger: Ledger | None = None
         self.port: int | None = None
@@ -166,7 +173,7 @@ class WeChatChannel:
             log.warning("[wechat] push = customer_service but WECHAT_APP_SECRET is not set: pushes will fail")
 
     async def start(self) -> None:
-        self.ledger = await Ledger.open(self.ledger_path, clock=self.clock)
+        self.ledger = await Ledger.open(self.ledger_path, clock=self.clock, url=self.storage_url)
         app = web.Application(client_max_size=self.cfg.max_body_bytes)
         app.router.add_get(self.cfg.path, self._on_verify)
         app.router.add_post(self.cfg.path, self._on_message)
@@ -346,12 +353,21 @@ class WeChatChannel:
             log.error("answering WeChat message %s failed", key, exc_info=task.exception())
 
     async def _process(self, key: str) -> Entry:
-        """Make the answer unless the ledger has it, then (service accounts) push what is not pushed yet."""
+        """Make the answer unless the ledger has it, then (service accounts) push what is not pushed yet; only
+        the process holding the ledger's claim on the message does either. Elsewhere (another worker got an
+        earlier delivery) a held passive reply waits for the claimant's stored answer."""
         assert self.ledger is not None
+        # One process (SQLite): a claim left by a previous run is taken over at once.
+        lease = self.claim_lease_s if self.ledger.shared else 0.0
+        while not await self.ledger.claim(key, self.owner, lease):
+            entry = await self.ledger.get(key)
+            assert entry is not None
+            if self.push or entry.parts is not None or entry.state in ("delivered", "pushed", "failed"):
+                return entry  # the claimant pushes; or the answer is there for `_next_part`
+            await asyncio.sleep(CLAIM_POLL_S)
         entry = await self.ledger.get(key)
         assert entry is not None
         if entry.parts is None:
-            await self.ledger.set_state(key, "answering")
             entry = await self.ledger.store_answer(key, await self._answer(entry))
         if self.push and entry.state == "answered":
             await self._push(entry)

@@ -10,7 +10,12 @@ moves through  received → answering → answered (its reply parts stored) → 
 `owed` marks an answer a subscription account still owes (the user fetches it with their next message).
 The ledger also remembers, per user, the citation ids of the last answer, so "原文1" works after a restart.
 
-Own database file, WAL, synchronous=FULL, autocommit (every write is one statement), numbered migrations.
+Several workers (PostgreSQL, `[storage] url`): whichever process gets a delivery records it, and exactly one of them
+answers it: `claim` is one conditional UPDATE of the (openid, MsgId) row, so the database, not process memory, says who
+answers and pushes. A claim whose claimant died (no answer after `lease_s`) can be taken over.
+
+Own database file (WAL, synchronous=FULL, autocommit: every write is one statement), or tables in the shared
+PostgreSQL database; numbered migrations per dialect.
 """
 from __future__ import annotations
 
@@ -21,16 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Sequence
 
-import aiosqlite
-
-from .sqlite import open_db
+from .storage import Database, Migrations, open_database
 
 log = logging.getLogger(__name__)
 
 State = Literal["received", "answering", "answered", "delivered", "pushed", "failed"]
 
 # Numbered migrations: MIGRATIONS[i] is version i + 1. Append new ones; never edit an applied one.
-MIGRATIONS: tuple[str, ...] = (
+MIGRATIONS: tuple[str, ...] = (  # SQLite
     """
     CREATE TABLE messages (
         key TEXT PRIMARY KEY,            -- MsgId, or "event:FromUserName:CreateTime"
@@ -64,6 +67,40 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE messages SET error = 'request failed (details removed: they named a credential)'
         WHERE error LIKE '%access_token=%' OR error LIKE '%secret=%' OR error LIKE '%token=%';
     """,
+    # 3: who is answering a message, since when (several workers: the claim).
+    """
+    ALTER TABLE messages ADD COLUMN claimed_by TEXT;
+    ALTER TABLE messages ADD COLUMN claimed_at REAL;
+    """,
+)
+# PostgreSQL: the same tables as SQLite's version 3, numbered from 1 on their own.
+POSTGRES_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE messages (
+        key TEXT PRIMARY KEY,            -- "msg:openid:MsgId", "event:openid:CreateTime" or "time:openid:CreateTime"
+        openid TEXT NOT NULL,
+        create_time DOUBLE PRECISION NOT NULL,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('received', 'answering', 'answered', 'delivered', 'pushed', 'failed')),
+        deliveries INTEGER NOT NULL DEFAULT 0,
+        parts TEXT,
+        sent INTEGER NOT NULL DEFAULT 0,
+        owed INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        received_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        verified INTEGER NOT NULL DEFAULT 0,
+        claimed_by TEXT,
+        claimed_at DOUBLE PRECISION
+    );
+    CREATE INDEX messages_owed ON messages (openid, owed, received_at);
+    CREATE INDEX messages_by_time ON messages (received_at);
+    CREATE TABLE last_sources (
+        openid TEXT PRIMARY KEY,
+        ids TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 
 _COLUMNS = "key, openid, create_time, text, state, deliveries, parts, sent, owed, error, verified"
@@ -95,18 +132,29 @@ def _entry(row: Sequence) -> Entry:
 
 
 class Ledger:
-    """One aiosqlite connection, shared by the channel's coroutines; every method is one committed statement."""
+    """One connection (SQLite) or pool (PostgreSQL), shared by the channel's coroutines; every method is one
+    committed statement."""
 
-    def __init__(self, db: aiosqlite.Connection, clock: Callable[[], float]) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float]) -> None:
         self._db = db
         self._clock = clock
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Ledger:
-        db = await open_db(Path(path), MIGRATIONS, clock, "WeChat ledger")
-        await db.execute("PRAGMA secure_delete = ON")  # purged messages are overwritten, not left in free pages
+    async def open(cls, path: Path, *, clock: Callable[[], float] = time.time, url: str = "") -> Ledger:
+        """The ledger at `path` (SQLite), or in the database `url` names (`[storage] url`)."""
+        # SQLite: purged messages are overwritten, not left in free pages
+        migrations = Migrations("wechat_ledger", MIGRATIONS, POSTGRES_MIGRATIONS)
+        db = await open_database(url, Path(path), migrations, clock, "WeChat ledger", secure_delete=True)
         return cls(db, clock)
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may use this ledger at the same time (PostgreSQL)."""
+        return self._db.dialect != "sqlite"
+
+    async def schema_version(self) -> int:
+        return await self._db.schema_version()
 
     async def record_delivery(self, key: str, openid: str, create_time: float, text: str,
                               static: str | None = None, verified: bool = False) -> Entry:
@@ -121,30 +169,40 @@ class Ledger:
         else:
             given = [static] if static else []
             state, parts, sent = "delivered", json.dumps(given, ensure_ascii=False), len(given)
-        await self._db.execute(
-            "INSERT INTO messages (key, openid, create_time, text, state, deliveries, parts, sent, received_at,"
+        row = await self._db.fetchone(  # one statement: concurrent deliveries each see their own count
+            "INSERT INTO messages AS m (key, openid, create_time, text, state, deliveries, parts, sent, received_at,"
             " updated_at, verified) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET deliveries = deliveries + 1, updated_at = excluded.updated_at",
+            " ON CONFLICT (key) DO UPDATE SET deliveries = m.deliveries + 1, updated_at = excluded.updated_at"
+            f" RETURNING {_COLUMNS}",
             (key, openid, create_time, text, state, parts, sent, now, now, int(verified)),
         )
-        entry = await self.get(key)
-        assert entry is not None
-        return entry
+        assert row is not None
+        return _entry(row)
 
     async def unfinished(self, since: float) -> list[Entry]:
         """Messages received after `since` whose answer was not finished or not fully pushed (a stop, a crash)."""
-        async with self._db.execute(
+        rows = await self._db.fetchall(
             f"SELECT {_COLUMNS} FROM messages WHERE state IN ('received', 'answering', 'answered')"
             " AND received_at >= ? ORDER BY received_at",
             (since,),
-        ) as cursor:
-            rows = await cursor.fetchall()
+        )
         return [_entry(row) for row in rows]
 
     async def get(self, key: str) -> Entry | None:
-        async with self._db.execute(f"SELECT {_COLUMNS} FROM messages WHERE key = ?", (key,)) as cursor:
-            row = await cursor.fetchone()
+        row = await self._db.fetchone(f"SELECT {_COLUMNS} FROM messages WHERE key = ?", (key,))
         return None if row is None else _entry(row)
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> bool:
+        """Take the answering (and pushing) of `key`: True for exactly one caller among all processes sharing the
+        ledger. A message still being answered, or answered but not fully pushed, can be taken over once its
+        claim is `lease_s` old (its claimant died); lease 0 takes it over at once (one process: a restart)."""
+        now = self._clock()
+        return await self._update(
+            "UPDATE messages SET claimed_by = ?, claimed_at = ?, updated_at = ?,"
+            " state = CASE WHEN parts IS NULL THEN 'answering' ELSE state END"
+            " WHERE key = ? AND (state = 'received' OR (state IN ('answering', 'answered')"
+            " AND (claimed_at IS NULL OR claimed_at <= ?)))",
+            (owner, now, now, key, now - lease_s)) > 0
 
     async def set_state(self, key: str, state: State, error: str | None = None) -> None:
         await self._update("UPDATE messages SET state = ?, error = ?, updated_at = ? WHERE key = ?",
@@ -163,11 +221,12 @@ class Ledger:
 
         When it is the last part the message becomes `done` ("delivered" or "pushed") and is no longer owed.
         """
+        n = self._db.json_length("parts")
         return await self._update(
             "UPDATE messages SET sent = sent + 1, updated_at = ?,"
-            " state = CASE WHEN sent + 1 >= json_array_length(parts) THEN ? ELSE state END,"
-            " owed = CASE WHEN sent + 1 >= json_array_length(parts) THEN 0 ELSE owed END"
-            " WHERE key = ? AND parts IS NOT NULL AND sent = ? AND sent < json_array_length(parts)",
+            f" state = CASE WHEN sent + 1 >= {n} THEN ? ELSE state END,"
+            f" owed = CASE WHEN sent + 1 >= {n} THEN 0 ELSE owed END"
+            f" WHERE key = ? AND parts IS NOT NULL AND sent = ? AND sent < {n}",
             (self._clock(), done, key, index),
         ) > 0
 
@@ -179,12 +238,11 @@ class Ledger:
 
     async def owed_to(self, openid: str, since: float, exclude: str = "") -> Entry | None:
         """The oldest answer still owed to a user, received after `since`."""
-        async with self._db.execute(
+        row = await self._db.fetchone(
             f"SELECT {_COLUMNS} FROM messages WHERE openid = ? AND owed = 1 AND received_at >= ? AND key != ?"
             " ORDER BY received_at LIMIT 1",
             (openid, since, exclude),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         return None if row is None else _entry(row)
 
     async def set_last_sources(self, openid: str, ids: Sequence[str]) -> None:
@@ -195,8 +253,7 @@ class Ledger:
         )
 
     async def last_sources(self, openid: str) -> tuple[str, ...]:
-        async with self._db.execute("SELECT ids FROM last_sources WHERE openid = ?", (openid,)) as cursor:
-            row = await cursor.fetchone()
+        row = await self._db.fetchone("SELECT ids FROM last_sources WHERE openid = ?", (openid,))
         return () if row is None else tuple(json.loads(row[0]))
 
     async def purge(self, before: float, sources_before: float | None = None) -> int:
@@ -215,7 +272,4 @@ class Ledger:
             await self._db.close()
 
     async def _update(self, sql: str, params: tuple) -> int:
-        cursor = await self._db.execute(sql, params)
-        count = cursor.rowcount
-        await cursor.close()
-        return count
+        return await self._db.execute(sql, params)

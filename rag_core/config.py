@@ -127,6 +127,13 @@ class IndexConfig:
     gate_margin: float = 0.1
     smoke_questions: tuple[str, ...] = ()  # empty: a few built-in dev questions
     max_file_mb: float = 20.0  # larger kb/ files are skipped and reported, not read
+    chroma_url: str = ""  # "" = embedded chromadb in each build; "http://host:port" = a chromadb server
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    url: str = ""  # "" = SQLite files in data_dir; "sqlite:///folder"; "postgresql://user@host:port/db" (workers)
+    claim_lease_s: float = 120.0  # several workers: a WeChat answer claimed this long ago, unfinished, is taken over
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,7 @@ class Config:
     index: IndexConfig = field(default_factory=IndexConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     root: Path = Path(".")  # the folder relative paths are resolved against (the config file's folder)
 
     @property
