@@ -67,7 +67,7 @@ class Engine:
             self._lock.release()
 
     def _load(self) -> None:
-        index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine)
+        index = open_current(self.cfg.data_dir, self.cfg.retrieval.bm25_engine, self.cfg.index.chroma_url)
         retriever = Retriever(index, self.tokenizer, self.embedder, self.reranker, self.cfg.retrieval, self.warnings)
         index.warm()  # BM25 index, dense store, corpus text: built here, not in the first question after a swap
         if self._retired is not None:  # two swaps ago: no query can still be reading it

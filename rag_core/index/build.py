@@ -39,7 +39,7 @@ from ..models import Embedder
 from ..records import Chunk, Document, Heading, UnitSpan
 from .archive import record_build
 from .bm25 import load_tokens, save_tokens
-from .dense import DenseStore
+from .dense import REMOTE_FILE, DenseStore, collection_for, drop_collections
 from .embcache import EmbeddingCache, text_key
 from .layout import Layout
 
@@ -319,7 +319,10 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         report.embedded, report.cache_hits = cache.misses, cache.hits - hits_before
         tokens = [t if t is not None else tokenizer.tokens(embedding_text(c)) for c, t in zip(chunks, tokens)]
         save_tokens(tmp / "tokens.jsonl", tokens)
-        write_dense(tmp / "chroma", layout.current_dir() if reusable else None, chunks, vectors, embedded)
+        if cfg.index.chroma_url:  # a chromadb server: this build's own collection, named in its dense.json
+            write_remote_dense(tmp, cfg.index.chroma_url, build_id, chunks, vectors, embedded)
+        else:
+            write_dense(tmp / "chroma", layout.current_dir() if reusable else None, chunks, vectors, embedded)
         with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
             for c in chunks:
                 fh.write(json.dumps(chunk_to_json(c), ensure_ascii=False) + "\n")
@@ -353,6 +356,8 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
             layout.swap(build_id)
             report.swapped = True
             layout.prune(cfg.index.keep_builds)
+            if cfg.index.chroma_url:
+                drop_collections(cfg.index.chroma_url, set(layout.all_builds()))
         report.duration_s = round(time.monotonic() - started, 2)
         layout.write_report(build_id, report.to_json())
         return report
@@ -378,6 +383,20 @@ def train_ranker(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer: To
 def embedding_text(chunk: Chunk) -> str:
     """What a chunk's vector and BM25 tokens are made from: its heading path, then its text."""
     return f"{chunk.section}\n{chunk.text}" if chunk.section else chunk.text
+
+
+def write_remote_dense(build_dir: Path, url: str, build_id: str, chunks: list[Chunk], vectors,
+                       embedded: list[str]) -> None:
+    """The build's vectors in a new collection on the chromadb server (every vector: they come from the embedding
+    cache), then dense.json naming it; readers of this build (every worker, once CURRENT names it) query it there."""
+    name = collection_for(build_id)
+    store = DenseStore(build_dir / "chroma", create=True, url=url, collection=name)
+    try:
+        store.add([c.id for c in chunks], vectors,
+                  [{"doc": c.doc, "text_hash": text_key(t)} for c, t in zip(chunks, embedded)])
+    finally:
+        store.close()
+    (build_dir / REMOTE_FILE).write_text(json.dumps({"url": url, "collection": name}), encoding="utf-8")
 
 
 def write_dense(target: Path, previous: Path | None, chunks: list[Chunk], vectors, embedded: list[str]) -> None:

@@ -1,11 +1,15 @@
-"""The dense channel's store: our own vectors in a chromadb PersistentClient (never its default embedding
-function, which would download a model), telemetry off."""
+"""The dense channel's store: our own vectors (never chromadb's default embedding function, which would download a
+model), telemetry off. Embedded (a PersistentClient in the build's chroma/ folder, the default) or on a chromadb
+server (`[index] chroma_url`, an HttpClient): there each build has its own collection, named after the build, and
+the build's dense.json records it, so the CURRENT pointer that names a build also names its collection."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -14,6 +18,20 @@ COLLECTION = "chunks"
 # A wide search beam: at our sizes (10³–10⁵ chunks) it costs little, and the default (10) both misses true
 # neighbours for top-20 and makes results vary from one process to the next.
 HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 200, "hnsw:construction_ef": 200, "hnsw:M": 32}
+SERVER_PREFIX = "coffeebot_"  # a build's collection on a chromadb server: coffeebot_<build id>
+REMOTE_FILE = "dense.json"  # in a build folder: {"url": …, "collection": …} when its vectors are on a server
+
+
+def collection_for(build_id: str) -> str:
+    return f"{SERVER_PREFIX}{build_id}"
+
+
+def remote_of(build_dir: Path) -> dict | None:
+    """The server and collection a build's vectors live in; None for an embedded store."""
+    try:
+        return json.loads((build_dir / REMOTE_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
 
 
 def _client(path: Path):
@@ -24,19 +42,51 @@ def _client(path: Path):
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False, allow_reset=False))
 
 
+def http_client(url: str):
+    """A client of the chromadb server at `url` ("http://host:port")."""
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    import chromadb
+    from chromadb.config import Settings
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"[index] chroma_url must look like http://host:port, got {url!r}")
+    return chromadb.HttpClient(host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 80),
+                               ssl=parts.scheme == "https", settings=Settings(anonymized_telemetry=False))
+
+
+def drop_collections(url: str, keep_builds: set[str]) -> list[str]:
+    """Delete the server's build collections whose build is gone (pruned); the names deleted."""
+    client = http_client(url)
+    dropped = []
+    try:
+        for col in client.list_collections():
+            name = col if isinstance(col, str) else col.name
+            if name.startswith(SERVER_PREFIX) and name[len(SERVER_PREFIX):] not in keep_builds:
+                client.delete_collection(name)
+                dropped.append(name)
+    finally:
+        client.close()
+    if dropped:
+        log.info("dropped %d chromadb collections of pruned builds", len(dropped))
+    return dropped
+
+
 class DenseStore:
     """Vectors keyed by chunk id ("docid#cid"), with the embedded text's hash in the metadata; cosine space.
 
     Keyed by id, a build can start from a copy of the previous build's store and touch only what changed.
     """
 
-    def __init__(self, path: Path, create: bool = False):
+    def __init__(self, path: Path, create: bool = False, *, url: str = "", collection: str = COLLECTION):
         self.path = path
-        self._client = _client(path)
+        self._client = http_client(url) if url else _client(path)
         if create:
-            self._col = self._client.create_collection(COLLECTION, embedding_function=None, metadata=HNSW)
+            if url and collection in _names(self._client.list_collections()):  # left by a build that died
+                self._client.delete_collection(collection)
+            self._col = self._client.create_collection(collection, embedding_function=None, metadata=HNSW)
         else:
-            self._col = self._client.get_collection(COLLECTION, embedding_function=None)
+            self._col = self._client.get_collection(collection, embedding_function=None)
 
     def add(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict], batch: int = 2000) -> None:
         for i in range(0, len(ids), batch):
@@ -75,3 +125,7 @@ class DenseStore:
         got = self._col.get(ids=list(ids), include=["embeddings"])
         found = {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"])}
         return [found.get(i) for i in ids] if found else None
+
+
+def _names(collections) -> set[str]:
+    return {c if isinstance(c, str) else c.name for c in collections}

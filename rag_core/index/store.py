@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..records import Chunk, UnitSpan
 from .bm25 import SparseIndex, load_tokens, make_sparse_index
-from .dense import DenseStore
+from .dense import DenseStore, remote_of
 from .layout import Layout
 
 log = logging.getLogger(__name__)
@@ -27,8 +27,9 @@ def _chunk(row: dict) -> Chunk:
 class IndexReader:
     """One build, read-only. Queries in flight keep their reader even after a newer build becomes current."""
 
-    def __init__(self, build_dir: Path, bm25_engine: str = "rank_bm25"):
+    def __init__(self, build_dir: Path, bm25_engine: str = "rank_bm25", chroma_url: str = ""):
         self.dir = build_dir
+        self.chroma_url = chroma_url  # overrides the server address the build recorded (workers reach it so)
         try:
             self.manifest = json.loads((build_dir / "manifest.json").read_text(encoding="utf-8"))
             with open(build_dir / "chunks.jsonl", encoding="utf-8") as fh:
@@ -51,7 +52,10 @@ class IndexReader:
 
     @cached_property
     def dense(self) -> DenseStore:
-        return DenseStore(self.dir / "chroma")
+        remote = remote_of(self.dir)
+        if remote is None:
+            return DenseStore(self.dir / "chroma")
+        return DenseStore(self.dir / "chroma", url=self.chroma_url or remote["url"], collection=remote["collection"])
 
     @cached_property
     def documents(self) -> dict[str, dict]:
@@ -82,8 +86,8 @@ class IndexReader:
         return [c for c in self.chunks if c.docid == docid]
 
 
-def open_current(data_dir: Path, bm25_engine: str = "rank_bm25") -> IndexReader:
+def open_current(data_dir: Path, bm25_engine: str = "rank_bm25", chroma_url: str = "") -> IndexReader:
     build_dir = Layout(data_dir).current_dir()
     if build_dir is None:
         raise IndexUnavailable(f"no index in {data_dir}: run `coffeebot index` first")
-    return IndexReader(build_dir, bm25_engine)
+    return IndexReader(build_dir, bm25_engine, chroma_url)
