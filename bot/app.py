@@ -1,4 +1,9 @@
-"""Wiring: build the engine, the history store and the chat service, then run the configured channels."""
+"""Wiring: build the engine, the history store and the chat service, then run the configured channels.
+
+Roles (`coffeebot serve --role`): `all` (default) is one process doing everything; several `worker`s answer on the
+configured channels (behind a load balancer; their state in the PostgreSQL of `[storage] url`) and follow the index
+build CURRENT names in the shared data directory; one `builder` runs the nightly rebuild and the kb/ watch and
+publishes builds there (and, with `[index] chroma_url`, their vectors on the chromadb server)."""
 from __future__ import annotations
 
 import asyncio
@@ -22,6 +27,8 @@ if TYPE_CHECKING:
     from .scheduler import IndexScheduler, Rebuilder
 
 log = logging.getLogger(__name__)
+ROLES = ("all", "worker", "builder")
+WORKER_REINDEX = "本节点只负责回答问题。索引由构建节点（coffeebot serve --role builder）每晚和知识库变化时自动重建，请在构建节点上操作。"
 # The one start-up line: shown at the default level (WARNING) without letting anyone else's INFO through.
 startup_log = logging.getLogger("coffeebot.startup")
 
@@ -38,10 +45,11 @@ class Running:
 
 
 async def start_services(
-    cfg: Config, args=None, console_admin: bool = False, engine=None, triggers: bool = False
+    cfg: Config, args=None, console_admin: bool = False, engine=None, triggers: bool = False, role: str = "all"
 ) -> Running:
-    """The chat service over the configured models and index (built first when there is none), the rebuilder
-    behind /reindex (with the quality gate) and, with `triggers`, the nightly rebuild and the kb/ watch."""
+    """The chat service over the configured models and index (built first when there is none, except by a worker,
+    which waits for the builder's), the rebuilder behind /reindex (with the quality gate; a worker only explains
+    that the builder rebuilds) and, with `triggers`, the nightly rebuild and the kb/ watch."""
     from rag_core.index.gate import QualityGate
 
     from .cli import engine_for
@@ -50,13 +58,14 @@ async def start_services(
     if console_admin:  # whoever sits at the terminal runs the machine
         cfg = dataclasses.replace(cfg, bot=dataclasses.replace(cfg.bot, admins=cfg.bot.admins + ("console:console",)))
     if engine is None:
-        engine = await asyncio.to_thread(engine_for, cfg, args, True, True)
+        engine = await asyncio.to_thread(engine_for, cfg, args, role != "builder", role != "worker")
     await asyncio.to_thread(_load_index, engine)
     history = await HistoryStore.open(cfg.data_dir / cfg.bot.history_db, cfg.bot.history_retention_days,
                                       url=cfg.storage.url)  # [storage] url: SQLite (default) or PostgreSQL
     await history.purge_expired()  # [bot] history_retention_days: on start, and nightly (IndexScheduler.housekeep)
     rebuilder = Rebuilder(cfg, engine, gate=QualityGate(cfg, engine.embedder, engine.tokenizer))
-    service = ChatService(cfg, engine, history, reindex=rebuilder.request_text)
+    service = ChatService(cfg, engine, history,
+                          reindex=_worker_reindex if role == "worker" else rebuilder.request_text)
     scheduler = None
     if triggers:
         scheduler = IndexScheduler(cfg, rebuilder, housekeeping=[history.purge_expired])
@@ -68,6 +77,10 @@ async def start_services(
         await history.close()
 
     return Running(service, rebuilder, scheduler, close, Monitor(cfg, service))
+
+
+async def _worker_reindex() -> str:
+    return WORKER_REINDEX
 
 
 def _load_index(engine) -> None:
@@ -106,21 +119,51 @@ async def open_service(cfg: Config, args=None, console_admin: bool = False, engi
 def serve(cfg: Config, args) -> int:
     if startup_log.level == logging.NOTSET:  # not set by the logging configuration: show the start-up line
         startup_log.setLevel(logging.INFO)
+    role = getattr(args, "role", None) or "all"
+    if role == "builder":
+        return asyncio.run(_serve_builder(cfg, args))
     secrets = Secrets.from_env()
     channels = []
     if secrets.telegram_token:
         channels.append("telegram")
     if secrets.wechat_app_id and secrets.wechat_token:
         channels.append("wechat")
+    if not channels and role == "worker":
+        print("coffeebot serve --role worker needs a channel: set the WeChat (WECHAT_APP_ID, WECHAT_TOKEN) or "
+              "Telegram (TELEGRAM_BOT_TOKEN) secrets", file=sys.stderr)
+        return 2
+    if role == "worker" and "telegram" in channels and cfg.telegram.mode != "webhook":
+        log.warning("several workers polling Telegram take each other's updates: use [telegram] mode = \"webhook\" "
+                    "behind the load balancer")
     if not channels:
         from .console import run_console
 
         return run_console(cfg, args)
-    return asyncio.run(_serve_channels(cfg, args, secrets, channels))
+    return asyncio.run(_serve_channels(cfg, args, secrets, channels, role))
 
 
-async def _serve_channels(cfg: Config, args, secrets: Secrets, channels: list[str]) -> int:
-    running = await start_services(cfg, args, triggers=True)
+async def _serve_builder(cfg: Config, args) -> int:
+    """The builder: builds the first index if there is none, then the nightly rebuild, the kb/ watch and the
+    nightly housekeeping; /healthz and /metrics on [monitor]. No channel: the workers answer."""
+    running = await start_services(cfg, args, triggers=True, role="builder")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = MonitorServer(running.monitor)
+    try:
+        await server.start()
+        announce(cfg, running, {"builder": f"publishing builds to {cfg.data_dir}"}, server.url)
+        await stop.wait()
+    finally:
+        await server.stop()
+        await running.close()
+    print("stopped", file=sys.stderr)
+    return 0
+
+
+async def _serve_channels(cfg: Config, args, secrets: Secrets, channels: list[str], role: str = "all") -> int:
+    running = await start_services(cfg, args, triggers=role == "all", role=role)
     service, close = running.service, running.close
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

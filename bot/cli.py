@@ -440,7 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the passage as JSON")
 
     sub.add_parser("chat", help="chat in the terminal (history kept across restarts)")
-    sub.add_parser("serve", help="run the configured channels (the console when none is configured)")
+    s = sub.add_parser("serve", help="run the configured channels (the console when none is configured)")
+    s.add_argument("--role", choices=("all", "worker", "builder"), default="all",
+                   help="all: one process does everything (default); worker: answer on the configured channels and "
+                        "follow the current index build; builder: nightly rebuild, kb/ watch, publish builds")
 
     s = sub.add_parser("health", help="ask the running daemon's GET /healthz (exit 0 when it can answer)")
     s.add_argument("--url", help="the /healthz URL (default: the WeChat server when WeChat is configured, else "

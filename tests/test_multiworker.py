@@ -1,0 +1,210 @@
+"""Two `coffeebot serve --role worker` processes and one `--role builder`, on a real PostgreSQL and a chromadb
+server started by the fixtures (tests/servers.py), WeChat's callbacks from the fake platform and pushes to the fake
+API (tests/fakes/wechat_api.py), extractive answers (no LLM key):
+
+- the same MsgId delivered three times to alternating workers → one answer (one push);
+- a question on worker A, its follow-up on worker B → B answers it from A's history;
+- a rebuild published by the builder (a new kb/ file) → both workers serve it, and no question fails meanwhile;
+- worker A SIGKILLed → worker B keeps answering.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.conftest import KB, REPO
+from tests.fakes import FakeWeChatAPI, WeChatPlatform
+from tests.servers import chroma_url, free_port, pg_cluster, postgres_url  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+APPID, SECRET, TOKEN = "wx0123456789abcdef", "app-secret", "callback-token"
+AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
+QUESTION, FOLLOW_UP = "咖啡锈病怎么防治？", "那要打什么药？"
+REFUSAL = "知识库中没有找到"
+NEW_DOC = "# 咖啡晒场管理\n\n晒场要用竹席架空晾晒咖啡豆，晒豆时每天翻动四次，阴雨天盖上塑料布防潮。\n"
+NEW_QUESTION = "晒场上用竹席晾晒咖啡豆要注意什么？"
+
+
+def write_config(path: Path, kb: Path, data: Path, storage: str, chroma: str, api: FakeWeChatAPI, port: int) -> Path:
+    path.write_text(f"""[paths]
+kb_dir = "{kb}"
+data_dir = "{data}"
+[models]
+embedder = "hashing"
+reranker = ""
+[retrieval]
+learned_ranker = false
+[history]
+har_llm = false
+[bot]
+rate_limit_per_minute = 0
+[wechat]
+host = "127.0.0.1"
+port = {port}
+api_base_url = "{api.base_url}"
+push = "customer_service"
+mode = "safe"
+[index]
+chroma_url = "{chroma}"
+watch_interval_s = 1
+settle_s = 0
+nightly = ""
+[storage]
+url = "{storage}"
+[monitor]
+port = 0
+""", encoding="utf-8")
+    return path
+
+
+def start(config: Path, role: str, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, WECHAT_APP_ID=APPID, WECHAT_APP_SECRET=SECRET, WECHAT_TOKEN=TOKEN,
+               WECHAT_ENCODING_AES_KEY=AES_KEY, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
+    for key in ("TELEGRAM_BOT_TOKEN", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
+        env.pop(key, None)
+    return subprocess.Popen([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", role],
+                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+
+
+async def wait_until(predicate, timeout: float, what: str, procs=()) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(predicate):
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"a process exited ({p.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class Workers:
+    def __init__(self, ports: dict[str, int]) -> None:
+        self.platforms = {name: WeChatPlatform(f"http://127.0.0.1:{port}/wechat", TOKEN, APPID, AES_KEY, "safe")
+                          for name, port in ports.items()}
+
+    async def post(self, worker: str, xml: str) -> str | None:
+        status, reply = await self.platforms[worker].post(xml, timeout=5.0)
+        assert status == 200, (worker, status, reply)
+        return reply
+
+    def text(self, user: str, content: str) -> str:
+        return self.platforms["a"].text(user, content)
+
+
+async def pushes_to(api: FakeWeChatAPI, user: str, n: int = 1, timeout: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(got := [p.content for p in api.pushes if p.touser == user]) < n:
+        assert time.monotonic() < deadline, f"expected {n} pushes to {user}, got {got}"
+        await asyncio.sleep(0.05)
+    return got
+
+
+async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
+    kb, data = tmp_path / "kb", tmp_path / "data"  # data: the shared path the builder publishes builds in
+    kb.mkdir()
+    for name in ("diseases.md", "pests.md", "harvest.md"):
+        shutil.copy(KB / name, kb / name)
+    procs: dict[str, subprocess.Popen] = {}
+    logs = {name: tmp_path / f"{name}.log" for name in ("builder", "a", "b")}
+    async with FakeWeChatAPI(APPID, SECRET) as api:
+        ports = {"a": free_port(), "b": free_port()}
+        try:
+            builder_cfg = write_config(tmp_path / "builder.toml", kb, data, postgres_url, chroma_url, api, 0)
+            procs["builder"] = start(builder_cfg, "builder", logs["builder"])
+            await wait_until(lambda: (data / "CURRENT").exists(), 45, "the builder's first build", procs.values())
+            first_build = (data / "CURRENT").read_text().strip()
+            for name, port in ports.items():
+                cfg = write_config(tmp_path / f"{name}.toml", kb, data, postgres_url, chroma_url, api, port)
+                procs[name] = start(cfg, "worker", logs[name])
+            for port in ports.values():
+                await wait_until(lambda: healthy(port), 45, f"a worker on port {port}", procs.values())
+            wx = Workers(ports)
+
+            # 1. One MsgId, three deliveries to alternating workers: one answer.
+            xml = wx.text("o-dup", QUESTION)
+            replies = []
+            for worker in ("a", "b", "a"):
+                replies.append(await wx.post(worker, xml))
+                await asyncio.sleep(0.2)
+            assert replies == ["success"] * 3
+            answer = (await pushes_to(api, "o-dup"))[0]
+            assert "来源" in answer and REFUSAL not in answer
+
+            # 2. A question on A, its follow-up on B: B uses the history A wrote.
+            await wx.post("a", wx.text("o-chat", QUESTION))
+            await pushes_to(api, "o-chat", 1)
+            await wx.post("b", wx.text("o-chat", FOLLOW_UP))
+            follow_up = (await pushes_to(api, "o-chat", 2))[1]
+            await wx.post("b", wx.text("o-alone", FOLLOW_UP))  # the control: the same words with no history
+            alone = (await pushes_to(api, "o-alone"))[0]
+            assert REFUSAL in alone and REFUSAL not in follow_up and "来源" in follow_up
+
+            # 3. The builder publishes a rebuild; both workers serve it, with questions asked all the while.
+            (kb / "drying.md").write_text(NEW_DOC, encoding="utf-8")
+            asked: list[str] = []
+            k = 0
+            while (data / "CURRENT").read_text().strip() == first_build:
+                user = f"o-during-{k}"
+                await wx.post("ab"[k % 2], wx.text(user, QUESTION))
+                asked.append(user)
+                k += 1
+                assert k < 300, "the builder did not publish a new build"
+                await asyncio.sleep(0.1)
+            for worker in ("a", "b"):
+                await wx.post(worker, wx.text(f"o-new-{worker}", NEW_QUESTION))
+            for worker in ("a", "b"):
+                assert "竹席" in (await pushes_to(api, f"o-new-{worker}"))[0]
+            for user in asked:
+                assert "来源" in (await pushes_to(api, user))[0]  # no failed question during the swap
+
+            print(f"E2E {len(asked)} questions asked during the rebuild; {len(api.refused)} pushes refused (token ping-pong)")
+            # 4. Worker A dies; B keeps answering.
+            procs["a"].send_signal(signal.SIGKILL)
+            procs["a"].wait(10)
+            await wx.post("b", wx.text("o-after-kill", QUESTION))
+            assert "来源" in (await pushes_to(api, "o-after-kill"))[0]
+
+            await asyncio.sleep(1.0)  # time for a duplicate push, were there one
+            assert len([p for p in api.pushes if p.touser == "o-dup"]) == 1
+            conn = await asyncpg.connect(postgres_url)
+            try:
+                row = await conn.fetchrow("SELECT state, deliveries FROM messages WHERE openid = 'o-dup'")
+                turns = await conn.fetchval("SELECT COUNT(*) FROM turns WHERE chat_id = 'o-dup'")
+            finally:
+                await conn.close()
+            assert tuple(row) == ("pushed", 3) and turns == 2  # one question, one answer in the history
+        except BaseException:
+            for name, log in logs.items():
+                if log.exists():
+                    print(f"--- {name} log ---\n{log.read_text(errors='replace')[-3000:]}")
+            raise
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in procs.values():
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
