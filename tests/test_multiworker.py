@@ -26,7 +26,7 @@ from tests.conftest import KB, REPO
 from tests.fakes import FakeWeChatAPI, WeChatPlatform
 from tests.servers import chroma_url, free_port, pg_cluster, postgres_url  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 APPID, SECRET, TOKEN = "wx0123456789abcdef", "app-secret", "callback-token"
 AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
@@ -119,6 +119,7 @@ async def pushes_to(api: FakeWeChatAPI, user: str, n: int = 1, timeout: float = 
     return got
 
 
+@pytest.mark.slow
 async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
     kb, data = tmp_path / "kb", tmp_path / "data"  # data: the shared path the builder publishes builds in
     kb.mkdir()
@@ -208,3 +209,15 @@ async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+
+
+def test_a_worker_needs_a_channel(tmp_path):
+    config = tmp_path / "worker.toml"
+    data = tmp_path / "data"
+    config.write_text(f'[paths]\nkb_dir = "{KB}"\ndata_dir = "{data}"\n[models]\nembedder = "hashing"\n',
+                      encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WECHAT_", "TELEGRAM_"))}
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", "worker"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "--role worker needs a channel" in proc.stderr
+    assert not (tmp_path / "data" / "CURRENT").exists()  # a worker never builds (the builder does)
