@@ -148,7 +148,8 @@ class TelegramChannel:
         if tg.mode == "webhook" and not tg.webhook_url:
             raise ValueError('[telegram] webhook_url must be set when [telegram] mode = "webhook"')
         bot_id = int(self._token.partition(":")[0]) if self._token.partition(":")[0].isdigit() else 0
-        self.inbox = await Inbox.open(self.cfg.data_dir / tg.inbox_db, bot_id)
+        self.inbox = await Inbox.open(self.cfg.data_dir / tg.inbox_db, bot_id, url=self.cfg.storage.url,
+                                      lease_s=self.cfg.storage.claim_lease_s)
         try:
             await self._connect()
         except TelegramError as exc:

@@ -211,3 +211,30 @@ async def test_history_written_by_one_worker_is_read_by_the_other(workers, sampl
 
 def _msg_id(xml: str) -> str:
     return xml.split("<MsgId>")[1].split("</MsgId>")[0]
+
+
+# --- the Telegram inbox shared by webhook workers ----------------------------------------------------------------
+
+
+async def test_inbox_stores_an_update_once_across_workers_and_takes_over_a_dead_ones(postgres_url, tmp_path):
+    from bot.inbox import Inbox
+
+    now = [5000.0]
+    a, b, c = [await Inbox.open(tmp_path / f"{n}.sqlite3", 7, lambda: now[0], url=postgres_url, lease_s=120)
+               for n in "abc"]
+    try:
+        update = {"update_id": 1, "message": {"text": "咖啡\ud800锈病"}}  # a lone surrogate stays storable
+        stored = await asyncio.gather(a.store([(1, update), (2, {"update_id": 2})]), b.store([(1, update)]))
+        assert stored[0] | stored[1] == {1, 2} and not stored[0] & stored[1]  # each update stored (and handled) once
+        assert await c.store([(i, {"update_id": i}) for i in range(3, 253)]) == set(range(3, 253))  # 3 statements
+        await a.done(2)
+        assert (await b.recover(3600)).pending == ()  # worker a is alive: its updates are not taken
+        now[0] += 121  # a died; its unhandled updates are taken over, each by one worker
+        found = await asyncio.gather(b.recover(3600), c.recover(3600))
+        taken = [s.update_id for f in found for s in f.pending]
+        assert sorted(taken) == [1] + list(range(3, 253))
+        assert await a.counts() == {"pending": 251, "handled": 1}
+    finally:
+        for inbox in (a, b, c):
+            await inbox.close()
+    assert not list(tmp_path.glob("*.sqlite3"))
