@@ -491,11 +491,13 @@ def main(argv: list[str] | None = None) -> int:
     from rag_core.index.store import IndexUnavailable
     from rag_core.retrieve import QueryError
 
+    from .storage import StorageUnavailable
+
     try:
         cfg = load_config(args.config)
         logs.setup(args.verbose, cfg.log, cfg.root)
         return COMMANDS[args.command](cfg, args)
-    except (CliError, ConfigError, IndexUnavailable, EmptyKnowledgeBase, QueryError) as exc:
+    except (CliError, ConfigError, IndexUnavailable, EmptyKnowledgeBase, QueryError, StorageUnavailable) as exc:
         print(f"coffeebot: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ import pytest
 
 from bot.history_store import DAY_S, HistoryStore
 from bot.service import ChatService
-from bot.storage import open_database
+from bot.storage import StorageUnavailable
 from bot.storage.base import sqlite_path
 from bot.storage.pg import numbered
 from bot.wechat import WeChatChannel
@@ -30,7 +30,7 @@ def test_placeholders_and_sqlite_urls(tmp_path):
     default = tmp_path / "data" / "history.sqlite3"
     assert sqlite_path("", default) == default and sqlite_path("sqlite:", default) == default
     assert sqlite_path(f"sqlite://{tmp_path}/elsewhere", default) == tmp_path / "elsewhere" / "history.sqlite3"
-    with pytest.raises(ValueError, match="sqlite:// or postgresql://"):
+    with pytest.raises(StorageUnavailable, match="sqlite:// or postgresql://"):
         sqlite_path("mysql://x/y", default)
 
 
@@ -238,3 +238,25 @@ async def test_inbox_stores_an_update_once_across_workers_and_takes_over_a_dead_
         for inbox in (a, b, c):
             await inbox.close()
     assert not list(tmp_path.glob("*.sqlite3"))
+
+
+def test_an_unreachable_database_is_one_clear_line_without_the_password(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import KB, REPO
+    from tests.servers import free_port
+
+    port = free_port()  # nothing listens there
+    config = tmp_path / "c.toml"
+    data = tmp_path / "data"
+    config.write_text(f'[paths]\nkb_dir = "{KB}"\ndata_dir = "{data}"\n[models]\nembedder = "hashing"\n'
+                      f'[storage]\nurl = "postgresql://bot:hunter2-secret@127.0.0.1:{port}/coffee"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WECHAT_", "TELEGRAM_"))}
+    env |= {"WECHAT_APP_ID": APPID, "WECHAT_TOKEN": TOKEN}  # a worker (it builds no index) with a channel
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", "worker"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"cannot open the history database in PostgreSQL at 127.0.0.1:{port}/coffee ([storage] url)" in proc.stderr
+    assert "hunter2" not in proc.stderr + proc.stdout and "Traceback" not in proc.stderr

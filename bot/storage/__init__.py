@@ -3,6 +3,6 @@ default: one process) or one PostgreSQL database shared by several workers (asyn
 
 Stores (chat history, the WeChat ledger) write their SQL once, with `?` placeholders and portable statements, and
 give their numbered migrations for each dialect; `open_database` returns a `Database` for either."""
-from .base import Database, Migrations, is_postgres, open_database
+from .base import Database, Migrations, StorageUnavailable, is_postgres, open_database
 
-__all__ = ["Database", "Migrations", "is_postgres", "open_database"]
+__all__ = ["Database", "Migrations", "StorageUnavailable", "is_postgres", "open_database"]

@@ -9,6 +9,16 @@ from urllib.parse import urlsplit
 Row = tuple[Any, ...]
 
 
+class StorageUnavailable(RuntimeError):
+    """The configured database cannot be opened; the message names it without any password."""
+
+
+def describe(url: str) -> str:
+    """host:port/database of a URL, never its user's password."""
+    parts = urlsplit(url)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+
+
 @dataclass(frozen=True)
 class Migrations:
     """A store's numbered migrations: `sqlite[i]` / `postgresql[i]` is version i + 1 in that dialect. Append new
@@ -51,7 +61,7 @@ def sqlite_path(url: str, default: Path) -> Path:
         return default
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
-        raise ValueError(f"[storage] url must start with sqlite:// or postgresql://, got {parts.scheme!r}")
+        raise StorageUnavailable(f"[storage] url must start with sqlite:// or postgresql://, got {parts.scheme!r}")
     folder = parts.path if not parts.netloc else f"{parts.netloc}{parts.path}"
     return Path(folder) / default.name
 

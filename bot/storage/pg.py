@@ -4,13 +4,14 @@ them and the others wait and then find them applied. The password, if any, comes
 or ~/.pgpass), never from the config file."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Any, Callable, Sequence
 
 import asyncpg
 
-from .base import Migrations, Row
+from .base import Migrations, Row, StorageUnavailable, describe
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,11 @@ class PgDatabase:
     @classmethod
     async def open(cls, url: str, migrations: Migrations, clock: Callable[[], float], label: str,
                    max_size: int = 8) -> "PgDatabase":
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=max_size, command_timeout=30)
+        try:
+            pool = await asyncpg.create_pool(url, min_size=1, max_size=max_size, command_timeout=30, timeout=10)
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StorageUnavailable(f"cannot open the {label} in PostgreSQL at {describe(url)} ([storage] url): "
+                                     f"{type(exc).__name__}: {exc}") from None
         try:
             await migrate(pool, migrations, clock, label)
         except BaseException:
