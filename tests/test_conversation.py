@@ -129,3 +129,15 @@ async def test_turns_older_than_the_limit_do_not_steer_a_follow_up(sample_engine
         assert [t.role for t in seen[-1]] == ["user", "assistant"]  # the fresh exchange is
     finally:
         await store.close()
+
+
+def test_an_agrochemical_the_kb_never_names_is_refused_even_beside_a_known_pest(sample_engine):
+    answer = sample_engine.answer("用阿维菌素打咖啡蚜虫兑多少倍？")
+    assert not answer.covered and "阿维菌素" in answer.text and not answer.citations
+
+
+def test_asked_facts_need_their_kind_of_answer_in_the_evidence(sample_engine):
+    hits = sample_engine.search("卡蒂姆是怎么来的").evidence
+    assert missing_fact("卡蒂姆是哪一年育成的？", hits) in ("年份", "")
+    paper = sample_engine.search("合作社办有机认证要什么手续").evidence
+    assert missing_fact("合作社办有机认证要什么手续", paper) == "办理手续"  # the manual never says "认证"
