@@ -24,6 +24,8 @@ from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
+FOLLOW_DOCS = 2  # a follow-up stays with the documents of the previous question's first FOLLOW_DOCS passages
+
 
 @dataclass(frozen=True)
 class Options:
@@ -108,9 +110,22 @@ class Engine:
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000
         result = self.retriever.search(question, rewritten, options.channels)
+        if rewritten != question and history:
+            result = self._follow_topic(result, history, options)
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
+
+    def _follow_topic(self, result: Retrieval, history: Sequence[Turn], options: Options) -> Retrieval:
+        """A follow-up continues the topic of the user's previous question: evidence from the documents that
+        question finds first moves ahead (stable), so 那用什么药 stays in the rust chapter."""
+        previous = next((t.content for t in reversed(history) if t.role == "user"), "")
+        if not previous:
+            return result
+        found = self.retriever.search(previous, previous, options.channels).evidence[:FOLLOW_DOCS]
+        docs = {h.chunk.docid for h in found}
+        ordered = sorted(result.evidence, key=lambda h: h.chunk.docid not in docs)
+        return replace(result, evidence=tuple(ordered))
 
     def answer(
         self,

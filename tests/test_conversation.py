@@ -141,3 +141,12 @@ def test_asked_facts_need_their_kind_of_answer_in_the_evidence(sample_engine):
     assert missing_fact("卡蒂姆是哪一年育成的？", hits) in ("年份", "")
     paper = sample_engine.search("合作社办有机认证要什么手续").evidence
     assert missing_fact("合作社办有机认证要什么手续", paper) == "办理手续"  # the manual never says "认证"
+
+
+def test_a_follow_up_stays_with_the_documents_of_the_previous_question(sample_engine):
+    previous = {h.chunk.docid for h in sample_engine.search(RUST[0].content).evidence[:2]}
+    result = sample_engine.search("那要打几次？", RUST)
+    assert result.rewritten_query != "那要打几次？"
+    assert result.evidence[0].chunk.docid in previous
+    docs = [h.chunk.docid in previous for h in result.evidence]
+    assert docs == sorted(docs, reverse=True)  # those documents first, the rest after, each in ranked order
