@@ -64,6 +64,7 @@ class GraceWeChatAPI(FakeWeChatAPI):
         return response
 
     async def _send(self, request):
+        await request.read()  # read (and cache) the body first: the check below then runs without a pause between
         token = request.query.get("access_token", "")
         if token in self.issued:
             self._token = token

@@ -61,7 +61,7 @@ LAST_DELIVERY = 3  # WeChat gives up after the third delivery
 KEEP_LEDGER_S = 7 * 86_400  # well past WeChat's retries and the 48-hour window
 API_TIMEOUT_S = 10.0
 REFUSAL_LOG_S = 60.0  # one log line per refusal reason and minute; the rest are counted
-CLAIM_POLL_S = 0.2  # several workers: how often a delivery held by a worker that did not claim the message looks
+CLAIM_POLL_S = 0.2  # several workers: how often a worker holding a delivery it did not claim looks for the answer
 
 PENDING = "答案正在生成，请回复任意文字获取"
 MORE = "（未完，回复任意文字查看下一段）"
