@@ -94,6 +94,7 @@ def _table_row(row: str, header: list[str] | None) -> tuple[str, list[str] | Non
         return "", cells
     if not cells:
         return "", header
+    cells = [c.rstrip("；;，,。") for c in cells]
     return f"{cells[0]}：{'；'.join(cells[1:])}。" if len(cells) > 1 else cells[0], header
 
 
