@@ -249,12 +249,13 @@ async def main_async(args) -> list[dict]:
     return rows
 
 
-NOTES = """Reading it: the machine has 2 cores shared with other work, so two workers cannot double the rate; what
-they show is that the answers scale with processes (the database is not the bottleneck) while one PostgreSQL worker
-pays a loopback round trip per statement that SQLite's in-process file does not. "Pushes refused" are
-customer-service sends the fake API refused (codes in the JSON the script prints on stderr), each retried by
-wechatpy and delivered: no question went unanswered. Exactly once: every message, delivered three times at once to
-alternating workers, was answered (one history answer row) and pushed exactly once."""
+NOTES = """Reading it: these 2 cores are shared with other work, so the figures move between runs (see Noise) and two workers
+cannot show more than the cores allow. Within a run: one PostgreSQL worker is 20-25 % slower than the SQLite process
+(a loopback round trip per statement where SQLite writes an in-process file); a second worker adds 23 % (this run) to
+63 % (the other run) over one, so answers are not serialised by the database. "Pushes refused" are customer-service
+sends the fake API refused (codes in the JSON the script prints on stderr), each retried by wechatpy and delivered:
+no question went unanswered. Exactly once: every message, delivered three times at once to alternating workers, was
+answered (one history answer row) and pushed exactly once."""
 
 
 def report(rows: list[dict], args) -> str:
