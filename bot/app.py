@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ROLES = ("all", "worker", "builder")
+FOLLOW_S = 2.0  # a worker looks at CURRENT this often (one small file read)
 WORKER_REINDEX = "本节点只负责回答问题。索引由构建节点（coffeebot serve --role builder）每晚和知识库变化时自动重建，请在构建节点上操作。"
 # The one start-up line: shown at the default level (WARNING) without letting anyone else's INFO through.
 startup_log = logging.getLogger("coffeebot.startup")
@@ -70,13 +71,34 @@ async def start_services(
     if triggers:
         scheduler = IndexScheduler(cfg, rebuilder, housekeeping=[history.purge_expired])
         scheduler.start()
+    follower = asyncio.create_task(follow_current(engine), name="follow-current") if role == "worker" else None
 
     async def close() -> None:
+        if follower is not None:
+            follower.cancel()
         if scheduler is not None:
             scheduler.stop()
         await history.close()
 
     return Running(service, rebuilder, scheduler, close, Monitor(cfg, service))
+
+
+async def follow_current(engine, interval_s: float = FOLLOW_S) -> None:
+    """A worker loads each build the builder publishes soon after the swap, not at its next question: an idle
+    worker would otherwise still hold a build the builder prunes (files and chromadb collection gone) after a few
+    more swaps, and the questions arriving while the first one loads the new build would be answered from it."""
+    from rag_core.index.layout import Layout
+
+    layout = Layout(engine.cfg.data_dir)
+    while True:
+        await asyncio.sleep(interval_s)
+        current = await asyncio.to_thread(layout.current_id)
+        serving = getattr(engine, "_retriever", None)
+        if current and (serving is None or serving.index.build_id != current):
+            try:
+                await asyncio.to_thread(engine.refresh)
+            except Exception:  # noqa: BLE001 - the next question tries again (or says the index is missing)
+                log.exception("could not load the published build %s", current)
 
 
 async def _worker_reindex() -> str:

@@ -221,3 +221,31 @@ def test_a_worker_needs_a_channel(tmp_path):
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and "--role worker needs a channel" in proc.stderr
     assert not (tmp_path / "data" / "CURRENT").exists()  # a worker never builds (the builder does)
+
+
+async def test_a_worker_loads_a_published_build_without_waiting_for_a_question(sample_cfg, tmp_path):
+    import dataclasses
+    import json
+
+    from bot.app import follow_current
+    from rag_core.index.layout import Layout
+    from tests.conftest import engine_for
+
+    data = tmp_path / "data"
+    shutil.copytree(sample_cfg.data_dir, data, ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*"))
+    cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(data)))
+    layout = Layout(data)
+    old = layout.current_id()
+    new = f"{old}-published"  # what the builder publishes: a new build folder, then the CURRENT swap
+    shutil.copytree(layout.builds / old, layout.builds / new)
+    manifest = json.loads((layout.builds / new / "manifest.json").read_text(encoding="utf-8"))
+    (layout.builds / new / "manifest.json").write_text(json.dumps(manifest | {"build_id": new}), encoding="utf-8")
+    engine = engine_for(cfg)
+    engine.refresh()
+    follower = asyncio.create_task(follow_current(engine, interval_s=0.05))
+    try:
+        layout.swap(new)
+        await wait_until(lambda: engine._retriever.index.build_id == new, 10, "the worker to load the new build")
+    finally:
+        follower.cancel()
+    assert engine._retriever.index.build_id == new  # no question was asked
