@@ -52,7 +52,11 @@ class PgCluster:
         if os.geteuid() == 0:  # PostgreSQL will not run as root
             if shutil.which("runuser") is None:
                 pytest.skip("running as root and runuser is not installed: cannot start PostgreSQL")
-            shutil.chown(self.root, user="postgres")
+            try:
+                shutil.chown(self.root, user="postgres")
+            except LookupError:
+                raise RuntimeError("tests run as root, and PostgreSQL refuses root: a `postgres` user is needed "
+                                   "(`useradd --system postgres`) to run the throwaway cluster as") from None
             self.as_user = ["runuser", "-u", "postgres", "--"]
         self.data = self.root / "data"
         self.port = free_port()
