@@ -40,6 +40,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import asyncpg  # noqa: E402
 
+from tests.daemons import write_daemon_config  # noqa: E402
 from tests.fakes import FakeWeChatAPI, WeChatPlatform  # noqa: E402
 from tests.servers import ChromaServer, PgCluster, free_port  # noqa: E402
 
@@ -72,32 +73,14 @@ class GraceWeChatAPI(FakeWeChatAPI):
 
 
 def write_config(path: Path, data: Path, api: FakeWeChatAPI, port: int, storage: str = "", chroma: str = "") -> Path:
-    path.write_text(f"""[paths]
-kb_dir = "{KB}"
-data_dir = "{data}"
-[models]
-embedder = "hashing"
-reranker = ""
-[history]
-har_llm = false
-[bot]
-rate_limit_per_minute = 0
-[wechat]
-host = "127.0.0.1"
-port = {port}
-api_base_url = "{api.base_url}"
-push = "customer_service"
-mode = "safe"
-[index]
-chroma_url = "{chroma}"
-watch_interval_s = 0
-nightly = ""
-[storage]
-url = "{storage}"
-[monitor]
-port = 0
-""", encoding="utf-8")
-    return path
+    return write_daemon_config(
+        path, data, KB,
+        bot={"rate_limit_per_minute": 0},
+        wechat={"host": "127.0.0.1", "port": port, "api_base_url": api.base_url, "push": "customer_service",
+                "mode": "safe"},
+        index={"chroma_url": chroma, "watch_interval_s": 0, "nightly": ""},
+        storage={"url": storage},
+    )
 
 
 def start(config: Path, role: str, log: Path) -> subprocess.Popen:

@@ -12,46 +12,32 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KB, REPO
+from tests.conftest import REPO
+from tests.daemons import wait_until, write_daemon_config
 from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
 
 
-def write_config(path: Path, data_dir: Path, tg: FakeTelegramAPI, llm: FakeOpenAIServer) -> Path:
-    path.write_text(
-        f"""[paths]
-kb_dir = "{KB}"
-data_dir = "{data_dir}"
-[models]
-embedder = "hashing"
-reranker = ""
-[history]
-har_llm = false
-[llm]
-base_url = "{llm.base_url}"
-timeout_s = 60.0
-max_retries = 0
-stream = false
-[telegram]
-base_url = "{tg.base_url}"
-base_file_url = "{tg.base_file_url}"
-[index]
-watch_interval_s = 3600
-""",
-        encoding="utf-8",
+def write_config(path: Path, data_dir: Path, tg: FakeTelegramAPI, llm: FakeOpenAIServer, **sections) -> Path:
+    """A Telegram daemon answering with the LLM fake (sections override or add tables)."""
+    return write_daemon_config(
+        path, data_dir,
+        llm={"base_url": llm.base_url, "timeout_s": 60.0, "max_retries": 0, "stream": False},
+        telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url},
+        index={"watch_interval_s": 3600},
+        **sections,
     )
-    return path
 
 
-def start_daemon(config: Path, token: str, log: Path) -> subprocess.Popen:
+def start_daemon(config: Path, token: str, log: Path, *flags: str) -> subprocess.Popen:
+    """`coffeebot [flags] serve` with the Telegram token and an LLM key, its output appended to `log`."""
     env = dict(os.environ, TELEGRAM_BOT_TOKEN=token, DEEPSEEK_API_KEY="test-key", PYTHONUNBUFFERED="1")
     env.pop("WECHAT_APP_ID", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "--config", str(config), "serve"],
+        [sys.executable, "-m", "bot.cli", *flags, "--config", str(config), "serve"],
         cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )
 
@@ -60,14 +46,6 @@ def turns(db: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         return conn.execute("SELECT role, content FROM turns ORDER BY id").fetchall()
-
-
-async def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.slow

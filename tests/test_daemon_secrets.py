@@ -9,7 +9,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KB, REPO
+from tests.conftest import REPO
+from tests.daemons import wait_until, write_daemon_config
 from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, FakeWeChatAPI, WeChatPlatform
+from tests.servers import free_port
 
 TG_TOKEN = "7012345678:AAH5xSecretTelegramToken-0123456789ab"
 APPID = "wx5ec7e7a5ab0b0001"
@@ -28,20 +29,6 @@ CB_TOKEN = "callbacktoken4e2a9"
 AES_KEY = "Qk9RbWtZc2VjcmV0QUVTa2V5Zm9yVGVzdHMxMjM0NTY"  # 43 characters
 LLM_KEY = "sk-deepseek-test-key-8c41f0"
 USER = "oFarmer-wx-0001"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def ledger(data_dir: Path) -> list[tuple]:
@@ -59,32 +46,14 @@ async def test_no_secret_in_the_vv_log_the_log_file_or_any_database(sample_cfg, 
     stderr_log = tmp_path / "stderr.log"
     with FakeOpenAIServer(default="用铜制剂保护叶片。") as llm:
         async with FakeTelegramAPI(token=TG_TOKEN) as tg, FakeWeChatAPI(APPID, APP_SECRET) as api:
-            config = tmp_path / "config.toml"
-            config.write_text(f"""[paths]
-kb_dir = "{KB}"
-data_dir = "{data_dir}"
-[models]
-embedder = "hashing"
-reranker = ""
-[history]
-har_llm = false
-[llm]
-base_url = "{llm.base_url}"
-max_retries = 0
-stream = false
-[telegram]
-base_url = "{tg.base_url}"
-base_file_url = "{tg.base_file_url}"
-[wechat]
-host = "127.0.0.1"
-port = {wx_port}
-api_base_url = "{api.base_url}"
-[index]
-watch_interval_s = 3600
-[log]
-file = "data/coffeebot.log"
-file_level = "DEBUG"
-""", encoding="utf-8")
+            config = write_daemon_config(
+                tmp_path / "config.toml", data_dir,
+                llm={"base_url": llm.base_url, "max_retries": 0, "stream": False},
+                telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url},
+                wechat={"host": "127.0.0.1", "port": wx_port, "api_base_url": api.base_url},
+                index={"watch_interval_s": 3600},
+                log={"file": "data/coffeebot.log", "file_level": "DEBUG"},
+            )
             env = dict(os.environ, TELEGRAM_BOT_TOKEN=TG_TOKEN, DEEPSEEK_API_KEY=LLM_KEY, WECHAT_APP_ID=APPID,
                        WECHAT_APP_SECRET=APP_SECRET, WECHAT_TOKEN=CB_TOKEN, WECHAT_ENCODING_AES_KEY=AES_KEY,
                        PYTHONUNBUFFERED="1")

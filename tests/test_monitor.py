@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -25,16 +24,11 @@ from rag_core.config import MonitorConfig, Secrets, WeChatConfig
 from rag_core.llm import LLMError
 from tests.conftest import REPO, engine_for, offline_config
 from tests.fakes import FakeWeChatAPI, ScriptedChatModel, WeChatPlatform
+from tests.servers import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
 QUESTION = "咖啡锈病怎么防治？"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def get(url: str) -> tuple[int, str, str]:

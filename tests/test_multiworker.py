@@ -23,6 +23,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import KB, REPO
+from tests.daemons import wait_until, write_daemon_config
 from tests.fakes import FakeWeChatAPI, WeChatPlatform
 from tests.servers import chroma_url, free_port, pg_cluster, postgres_url  # noqa: F401 - fixtures
 
@@ -37,35 +38,16 @@ NEW_QUESTION = "晒场上用竹席晾晒咖啡豆要注意什么？"
 
 
 def write_config(path: Path, kb: Path, data: Path, storage: str, chroma: str, api: FakeWeChatAPI, port: int) -> Path:
-    path.write_text(f"""[paths]
-kb_dir = "{kb}"
-data_dir = "{data}"
-[models]
-embedder = "hashing"
-reranker = ""
-[retrieval]
-learned_ranker = false
-[history]
-har_llm = false
-[bot]
-rate_limit_per_minute = 0
-[wechat]
-host = "127.0.0.1"
-port = {port}
-api_base_url = "{api.base_url}"
-push = "customer_service"
-mode = "safe"
-[index]
-chroma_url = "{chroma}"
-watch_interval_s = 1
-settle_s = 0
-nightly = ""
-[storage]
-url = "{storage}"
-[monitor]
-port = 0
-""", encoding="utf-8")
-    return path
+    """A worker or builder: verified WeChat pushes on `port`, the shared database and chromadb server."""
+    return write_daemon_config(
+        path, data, kb,
+        retrieval={"learned_ranker": False},
+        bot={"rate_limit_per_minute": 0},
+        wechat={"host": "127.0.0.1", "port": port, "api_base_url": api.base_url, "push": "customer_service",
+                "mode": "safe"},
+        index={"chroma_url": chroma, "watch_interval_s": 1, "settle_s": 0, "nightly": ""},
+        storage={"url": storage},
+    )
 
 
 def start(config: Path, role: str, log: Path) -> subprocess.Popen:
@@ -76,17 +58,6 @@ def start(config: Path, role: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", role],
                             cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
-
-
-async def wait_until(predicate, timeout: float, what: str, procs=()) -> None:
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(predicate):
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"a process exited ({p.returncode}) while waiting for {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 def healthy(port: int) -> bool:

@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.daemons import wait_until
 from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
-from tests.conftest import REPO
-from tests.test_daemon import start_daemon, turns, wait_until, write_config
-
-def start_verbose(config: Path, token: str, log: Path) -> subprocess.Popen:
-    """`coffeebot -v serve` (INFO lines too: the inbox says what it found after a restart)."""
-    env = dict(os.environ, TELEGRAM_BOT_TOKEN=token, DEEPSEEK_API_KEY="test-key", PYTHONUNBUFFERED="1")
-    env.pop("WECHAT_APP_ID", None)
-    return subprocess.Popen([sys.executable, "-m", "bot.cli", "-v", "--config", str(config), "serve"], cwd=REPO,
-                            env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
+from tests.test_daemon import start_daemon, turns, write_config
 
 QUESTIONS = ["咖啡锈病怎么防治？", "卡蒂姆一年施几次肥？", "咖啡果小蠹怎么防治？", "鲜果采回来多久要脱皮？"]
 
@@ -47,7 +35,7 @@ async def test_questions_survive_sigkill_and_restart_cycles(sample_cfg, tmp_path
             config.write_text(config.read_text(encoding="utf-8") + "[bot]\nmax_concurrent = 8\n", encoding="utf-8")
             started = time.monotonic()
             for cycle, chats in enumerate(batches):
-                daemon = start_verbose(config, tg.token, log)
+                daemon = start_daemon(config, tg.token, log, "-v")
                 try:
                     polls = len(tg.calls_of("getUpdates"))
                     await wait_until(lambda: len(tg.calls_of("getUpdates")) > polls, 90, "the daemon to poll")
@@ -108,9 +96,10 @@ async def test_serve_keeps_running_without_a_route_to_telegram(sample_cfg, tmp_p
     nowhere, monitor = ports  # nothing listens on `nowhere`: connection refused, like a blocked route
     with FakeOpenAIServer() as llm:
         async with FakeTelegramAPI() as tg:
-            config = write_config(tmp_path / "config.toml", data_dir, tg, llm)
+            config = write_config(tmp_path / "config.toml", data_dir, tg, llm,
+                                  monitor={"host": "127.0.0.1", "port": monitor})
             text = config.read_text(encoding="utf-8").replace(f"127.0.0.1:{tg.port}", f"127.0.0.1:{nowhere}")
-            config.write_text(text + f"[monitor]\nhost = \"127.0.0.1\"\nport = {monitor}\n", encoding="utf-8")
+            config.write_text(text, encoding="utf-8")
             daemon = start_daemon(config, tg.token, log)
             try:
                 def health() -> dict | None:

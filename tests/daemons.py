@@ -1,0 +1,51 @@
+"""Running `coffeebot serve` as a real process in tests and benchmarks: one offline config writer, one waiter."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tests.conftest import KB
+
+# What every daemon under test runs on: the sample KB, the weight-free embedder, no cross-encoder, the rule-based
+# HAR and a monitor on any free port (so parallel daemons never fight over 9810).
+OFFLINE = {
+    "models": {"embedder": "hashing", "reranker": ""},
+    "history": {"har_llm": False},
+    "monitor": {"port": 0},
+}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string
+
+
+def write_daemon_config(path: Path, data_dir: Path, kb_dir: Path = KB, **sections: dict[str, Any]) -> Path:
+    """A config.toml for a daemon: OFFLINE, the folders, then `sections` (each a table, merged over the defaults)."""
+    tables: dict[str, dict[str, Any]] = {"paths": {"kb_dir": str(kb_dir), "data_dir": str(data_dir)}}
+    for name, values in list(OFFLINE.items()) + list(sections.items()):
+        tables.setdefault(name, {}).update(values)
+    lines = []
+    for name, values in tables.items():
+        lines.append(f"[{name}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str, procs: Sequence = ()) -> None:
+    """Poll `predicate` (in a thread) until it holds; fail after `timeout` s, or at once when a process dies."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(predicate):
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"a process exited ({p.returncode}) while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
