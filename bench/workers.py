@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,12 +39,12 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import asyncpg  # noqa: E402
 
-from tests.daemons import write_daemon_config  # noqa: E402
+from tests.daemons import WECHAT_ENV, healthy, start_wechat_role, wait_until, write_daemon_config  # noqa: E402
 from tests.fakes import FakeWeChatAPI, WeChatPlatform  # noqa: E402
 from tests.servers import ChromaServer, PgCluster, free_port  # noqa: E402
 
-APPID, SECRET, TOKEN = "wx0123456789abcdef", "app-secret", "callback-token"
-AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
+APPID, SECRET, TOKEN = (WECHAT_ENV[k] for k in ("WECHAT_APP_ID", "WECHAT_APP_SECRET", "WECHAT_TOKEN"))
+AES_KEY = WECHAT_ENV["WECHAT_ENCODING_AES_KEY"]
 KB = ROOT / "kb"
 GOLD = next(p for p in (ROOT.parent / "shared" / "eval" / "dev.jsonl", ROOT / "tests" / "data" / "eval" / "dev.jsonl")
             if p.exists())
@@ -81,32 +80,6 @@ def write_config(path: Path, data: Path, api: FakeWeChatAPI, port: int, storage:
         index={"chroma_url": chroma, "watch_interval_s": 0, "nightly": ""},
         storage={"url": storage},
     )
-
-
-def start(config: Path, role: str, log: Path) -> subprocess.Popen:
-    env = dict(os.environ, WECHAT_APP_ID=APPID, WECHAT_APP_SECRET=SECRET, WECHAT_TOKEN=TOKEN,
-               WECHAT_ENCODING_AES_KEY=AES_KEY, PYTHONUNBUFFERED="1")
-    for key in ("TELEGRAM_BOT_TOKEN", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
-        env.pop(key, None)
-    return subprocess.Popen([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", role],
-                            cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
-
-
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-async def wait_for(predicate, timeout: float, what: str, procs) -> None:
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(predicate):
-        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-            raise RuntimeError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 def stop(procs) -> None:
@@ -191,14 +164,14 @@ async def run_setup(name: str, workers: int, storage: str, chroma: str, tmp: Pat
         try:
             if storage:  # a builder publishes the build the workers serve
                 cfg = write_config(tmp / name / "builder.toml", data, api, 0, storage, chroma)
-                procs.append(start(cfg, "builder", tmp / name / "builder.log"))
-                await wait_for(lambda: (data / "CURRENT").exists(), 300, "the first build", procs)
+                procs.append(start_wechat_role(cfg, "builder", tmp / name / "builder.log"))
+                await wait_until(lambda: (data / "CURRENT").exists(), 300, "the first build", procs)
             ports = [free_port() for _ in range(workers)]
             for k, port in enumerate(ports):
                 cfg = write_config(tmp / name / f"w{k}.toml", data, api, port, storage, chroma)
-                procs.append(start(cfg, "worker" if storage else "all", tmp / name / f"w{k}.log"))
+                procs.append(start_wechat_role(cfg, "worker" if storage else "all", tmp / name / f"w{k}.log"))
             for port in ports:
-                await wait_for(lambda: healthy(port), 300, f"the worker on {port}", procs)
+                await wait_until(lambda: healthy(port), 300, f"the worker on {port}", procs)
             platforms = [WeChatPlatform(f"http://127.0.0.1:{p}/wechat", TOKEN, APPID, AES_KEY, "safe") for p in ports]
             await load(platforms, api, questions, 2 * args.concurrency, args.concurrency, "warm")
             rate, latencies = await load(platforms, api, questions, args.questions, args.concurrency, "bench")

@@ -3,11 +3,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tests.conftest import KB
+from tests.conftest import KB, REPO
+
+# The WeChat account of the multi-process tests and benchmarks (safe mode: the AES key is set).
+WECHAT_ENV = {"WECHAT_APP_ID": "wx0123456789abcdef", "WECHAT_APP_SECRET": "app-secret",
+              "WECHAT_TOKEN": "callback-token", "WECHAT_ENCODING_AES_KEY": "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"}
 
 # What every daemon under test runs on: the sample KB, the weight-free embedder, no cross-encoder, the rule-based
 # HAR and a monitor on any free port (so parallel daemons never fight over 9810).
@@ -49,3 +57,22 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str, p
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.1)
+
+
+def start_wechat_role(config: Path, role: str, log: Path) -> subprocess.Popen:
+    """`coffeebot serve --role ROLE` with the WeChat account of WECHAT_ENV and no other channel or LLM key."""
+    env = dict(os.environ, **WECHAT_ENV, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
+    for key in ("TELEGRAM_BOT_TOKEN", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
+        env.pop(key, None)
+    return subprocess.Popen([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", role],
+                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+
+
+def healthy(port: int) -> bool:
+    """`GET /healthz` on 127.0.0.1:port answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False

@@ -16,21 +16,20 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tests.conftest import KB, REPO
-from tests.daemons import wait_until, write_daemon_config
+from tests.daemons import WECHAT_ENV, healthy, start_wechat_role, wait_until, write_daemon_config
 from tests.fakes import FakeWeChatAPI, WeChatPlatform
 from tests.servers import chroma_url, free_port, pg_cluster, postgres_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.timeout(120)
 
-APPID, SECRET, TOKEN = "wx0123456789abcdef", "app-secret", "callback-token"
-AES_KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"
+APPID, SECRET, TOKEN = (WECHAT_ENV[k] for k in ("WECHAT_APP_ID", "WECHAT_APP_SECRET", "WECHAT_TOKEN"))
+AES_KEY = WECHAT_ENV["WECHAT_ENCODING_AES_KEY"]
 QUESTION, FOLLOW_UP = "咖啡锈病怎么防治？", "那要打什么药？"
 REFUSAL = "知识库中没有找到"
 NEW_DOC = "# 咖啡晒场管理\n\n晒场要用竹席架空晾晒咖啡豆，晒豆时每天翻动四次，阴雨天盖上塑料布防潮。\n"
@@ -48,24 +47,6 @@ def write_config(path: Path, kb: Path, data: Path, storage: str, chroma: str, ap
         index={"chroma_url": chroma, "watch_interval_s": 1, "settle_s": 0, "nightly": ""},
         storage={"url": storage},
     )
-
-
-def start(config: Path, role: str, log: Path) -> subprocess.Popen:
-    env = dict(os.environ, WECHAT_APP_ID=APPID, WECHAT_APP_SECRET=SECRET, WECHAT_TOKEN=TOKEN,
-               WECHAT_ENCODING_AES_KEY=AES_KEY, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
-    for key in ("TELEGRAM_BOT_TOKEN", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"):
-        env.pop(key, None)
-    return subprocess.Popen([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", role],
-                            cwd=REPO, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
-
-
-def healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 class Workers:
@@ -102,12 +83,12 @@ async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
         ports = {"a": free_port(), "b": free_port()}
         try:
             builder_cfg = write_config(tmp_path / "builder.toml", kb, data, postgres_url, chroma_url, api, 0)
-            procs["builder"] = start(builder_cfg, "builder", logs["builder"])
+            procs["builder"] = start_wechat_role(builder_cfg, "builder", logs["builder"])
             await wait_until(lambda: (data / "CURRENT").exists(), 45, "the builder's first build", procs.values())
             first_build = (data / "CURRENT").read_text().strip()
             for name, port in ports.items():
                 cfg = write_config(tmp_path / f"{name}.toml", kb, data, postgres_url, chroma_url, api, port)
-                procs[name] = start(cfg, "worker", logs[name])
+                procs[name] = start_wechat_role(cfg, "worker", logs[name])
             for port in ports.values():
                 await wait_until(lambda: healthy(port), 45, f"a worker on port {port}", procs.values())
             wx = Workers(ports)
