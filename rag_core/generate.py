@@ -247,7 +247,15 @@ def extractive_answer(
         body = "".join(_end_sentence(c.text) for c in group)
         lines.append(f"{body}[{hits[rank].chunk.id}]")
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
-    return f"{EXTRACTIVE_HEADER}\n{bullets}", [hits[r].chunk.id for r in sources]
+    gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""
+    return f"{EXTRACTIVE_HEADER}\n{bullets}{gap}", [hits[r].chunk.id for r in sources]
+
+
+# A question asking how many, how much or how long wants a number; when the passages shown hold none, say so rather
+# than let the nearest text pass for an answer ("它一年发生几代？").
+_QUANTITY_ASK = re.compile(r"多少|几[代次年月天周个棵株斤克倍遍度米成]|多久|多长|多大|多高|多深|多宽|多厚|多远|多浓")
+_NUMBER = re.compile(r"[0-9０-９一二两三四五六七八九十百千万半]")
+NO_NUMBER = "\n（知识库里没有找到这个问题要的具体数字，以上是最相关的内容，仅供参考。）"
 
 
 _LEAD = re.compile(r"^\s*(?:[-*•]|\d+(?:\.\d+)+\s|\d+[.、）)]|（\d+）|[①-⑩]|答[：:])\s*")

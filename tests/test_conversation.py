@@ -150,3 +150,15 @@ def test_a_follow_up_stays_with_the_documents_of_the_previous_question(sample_en
     assert result.evidence[0].chunk.docid in previous
     docs = [h.chunk.docid in previous for h in result.evidence]
     assert docs == sorted(docs, reverse=True)  # those documents first, the rest after, each in ranked order
+
+
+def test_a_how_many_question_without_a_number_in_the_evidence_says_so(sample_engine):
+    from rag_core.generate import NO_NUMBER, extractive_answer
+
+    hits = sample_engine.search("咖啡锈病怎么防治").evidence
+    wordy = [type(h)(type(h.chunk)(**{**h.chunk.__dict__, "text": "锈病要以预防为主，选用抗病品种，修剪通风。"}), h.score)
+             for h in hits[:1]]
+    text, cited = extractive_answer("锈病要打几次药？", wordy, sample_engine.tokenizer)
+    assert cited and text.endswith(NO_NUMBER)
+    text, _ = extractive_answer("锈病怎么防治？", wordy, sample_engine.tokenizer)
+    assert NO_NUMBER not in text  # no number was asked for
