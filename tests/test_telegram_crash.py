@@ -16,15 +16,21 @@ from tests.daemons import wait_until
 from tests.fakes import FakeOpenAIServer, FakeTelegramAPI, answer
 from tests.test_daemon import start_daemon, turns, write_config
 
+def fresh_data(sample_cfg, tmp_path):
+    """The sample index copied for a daemon, without any chat, ledger or inbox database."""
+    data_dir = tmp_path / "data"
+    shutil.copytree(sample_cfg.data_dir, data_dir,
+                    ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*", "telegram*inbox*"))
+    return data_dir
+
+
 QUESTIONS = ["咖啡锈病怎么防治？", "卡蒂姆一年施几次肥？", "咖啡果小蠹怎么防治？", "鲜果采回来多久要脱皮？"]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_questions_survive_sigkill_and_restart_cycles(sample_cfg, tmp_path):
-    data_dir = tmp_path / "data"
-    shutil.copytree(sample_cfg.data_dir, data_dir,
-                    ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*", "telegram*inbox*"))
+    data_dir = fresh_data(sample_cfg, tmp_path)
     log = tmp_path / "daemon.log"
     batches = [range(1, 23), range(23, 45), range(45, 66)]  # 65 chats in three cycles
     kills = 0
@@ -84,9 +90,7 @@ async def test_serve_keeps_running_without_a_route_to_telegram(sample_cfg, tmp_p
     import socket
     import urllib.request
 
-    data_dir = tmp_path / "data"
-    shutil.copytree(sample_cfg.data_dir, data_dir,
-                    ignore=shutil.ignore_patterns("history.sqlite3*", "wechat.sqlite3*", "telegram*inbox*"))
+    data_dir = fresh_data(sample_cfg, tmp_path)
     log = tmp_path / "daemon.log"
     ports = []
     for _ in range(2):

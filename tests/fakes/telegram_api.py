@@ -331,13 +331,7 @@ class FakeTelegramAPI:
         return self._updates[:limit]
 
     async def _api_sendmessage(self, params: dict[str, Any]) -> dict[str, Any]:
-        text = str(params.get("text", ""))
-        mode = params.get("parse_mode")
-        plain = parse_telegram_html(text) if str(mode).upper() == "HTML" else text
-        if not plain.strip():
-            raise _ApiError(400, "Bad Request: message text is empty")
-        if _utf16_len(plain) > 4096:
-            raise _ApiError(400, "Bad Request: message is too long")
+        text, mode, plain = _message_text(params)
         chat_id = int(params["chat_id"])
         reply_to = (params.get("reply_parameters") or {}).get("message_id") or params.get("reply_to_message_id")
         msg = self._bot_message(chat_id, plain)
@@ -347,13 +341,7 @@ class FakeTelegramAPI:
         return msg
 
     async def _api_editmessagetext(self, params: dict[str, Any]) -> dict[str, Any]:
-        text = str(params.get("text", ""))
-        mode = params.get("parse_mode")
-        plain = parse_telegram_html(text) if str(mode).upper() == "HTML" else text
-        if not plain.strip():
-            raise _ApiError(400, "Bad Request: message text is empty")
-        if _utf16_len(plain) > 4096:
-            raise _ApiError(400, "Bad Request: message is too long")
+        text, mode, plain = _message_text(params)
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
         msg = self._bot_message(chat_id, plain, message_id)
         for i, old in enumerate(self.sent):
@@ -403,3 +391,15 @@ class _ApiError(Exception):
 
 def _error(status: int, description: str) -> web.Response:
     return web.json_response({"ok": False, "error_code": status, "description": description}, status=status)
+
+
+def _message_text(params: dict[str, Any]) -> tuple[str, Any, str]:
+    """(text as sent, parse_mode, text as shown), refused as Telegram refuses an empty or over-long message."""
+    text = str(params.get("text", ""))
+    mode = params.get("parse_mode")
+    plain = parse_telegram_html(text) if str(mode).upper() == "HTML" else text
+    if not plain.strip():
+        raise _ApiError(400, "Bad Request: message text is empty")
+    if _utf16_len(plain) > 4096:
+        raise _ApiError(400, "Bad Request: message is too long")
+    return text, mode, plain
