@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from rag_core.config import Config, Secrets
 
 from .history_store import HistoryStore
+from .logs import redact
 from .monitor import Monitor, MonitorServer
 from .service import ChatService
 from .version import version
@@ -277,7 +278,7 @@ def announce(cfg: Config, running: Running, listening: dict[str, str], monitor_u
     startup_log.info("%s", text)
     if not _stderr_shows(logging.INFO):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        print(f"{stamp} INFO {startup_log.name}: {text}", file=sys.stderr, flush=True)
+        print(f"{stamp} INFO {startup_log.name}: {redact(text)}", file=sys.stderr, flush=True)  # past the filter
 
 
 def _stderr_shows(level: int) -> bool:
