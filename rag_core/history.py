@@ -38,7 +38,7 @@ REPLY_CHARS = 120  # the opening of the reply that the follow-up continues
 CARRY_SHARE = 0.15
 ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic  # a noun in more passages than this is too general to carry a topic
 
-Kind = Literal["new", "followup"]
+Kind = Literal["new", "followup", "ambiguous"]
 
 
 @dataclass(frozen=True)
@@ -67,21 +67,22 @@ def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None)
 
 
 def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> QuestionKind:
-    """A follow-up (points back, or names too little to search for) or a new question (names its own topic)."""
+    """A follow-up (points back, or names too little to search for), a new question (names its own topic), or
+    ambiguous: it leans on the previous turn ("那…", "…呢", "要是…") yet names a topic of its own, as both a
+    follow-up ("那苗圃里的小苗几月份容易得？") and a new question opened the way people talk ("那咖啡锈病怎么防治？") do."""
     q = question.strip()
     strength = topic_strength(q, tokenizer, stats)
     if _BACK_REFERENCE.search(q):
         return QuestionKind("followup", strength, "points back")
-    needed = OWN_TOPIC
-    if _WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q):
-        needed += OWN_TOPIC
-    if strength >= needed:
-        return QuestionKind("new", strength, "names its own topic")
-    return QuestionKind("followup", strength, "names too little of its own")
+    if strength < OWN_TOPIC:
+        return QuestionKind("followup", strength, "names too little of its own")
+    if (_WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q)) and strength < 2 * OWN_TOPIC:
+        return QuestionKind("ambiguous", strength, "leans on the previous turn but names a topic")
+    return QuestionKind("new", strength, "names its own topic")
 
 
 def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:
-    return classify(question, tokenizer, stats).kind == "followup"
+    return classify(question, tokenizer, stats).kind != "new"
 
 
 def topic_terms(text: str, tokenizer: Tokenizer, stats: TermStats | None, limit: int) -> list[str]:

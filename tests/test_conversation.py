@@ -52,6 +52,28 @@ def test_a_new_question_after_another_topic_ranks_as_it_does_alone(sample_engine
         assert after == alone
 
 
+@pytest.mark.parametrize("question", ["那咖啡锈病怎么防治？", "那湿法加工发酵要多长时间？"])
+def test_a_new_question_opened_with_na_keeps_its_own_passages(sample_engine, question):
+    # "那…" leans on the previous turn, yet the question names its own topic: it is ambiguous, and its own
+    # passages stay in the top 5 next to the rewritten question's (the old rule carried the pruning topic over and
+    # ranked the pruning chapter first, the question's own passages out of sight)
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "ambiguous"
+    alone = [h.chunk.id for h in sample_engine.search(question).evidence]
+    after = [h.chunk.id for h in sample_engine.search(question, PRUNING).evidence]
+    assert set(alone[:2]) <= set(after)
+    answer = sample_engine.answer(question, PRUNING)
+    assert {c.id for c in answer.citations} & set(alone[:2]), answer.text
+
+
+def test_an_ambiguous_follow_up_still_finds_the_previous_topic(sample_engine):
+    history = [Turn("user", "叶子上有圆斑，中间灰白、外圈褐色，是什么病？"),
+               Turn("assistant", "以下内容摘自知识库：\n这是咖啡褐眼斑病，由咖啡尾孢菌引起。[fb82b28b#20]")]
+    question = "那苗圃里的小苗一般几月份容易得？"
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "ambiguous"
+    after = sample_engine.search(question, history).evidence
+    assert any("褐眼斑病" in h.chunk.text for h in after[:3])
+
+
 def test_extractive_answers_never_show_a_question_line_or_a_table_row(sample_engine):
     for question in ("咖啡树叶子发黄是缺什么肥", "咖啡树的枝条怎么修剪", "一分枝和二分枝怎么处理"):
         answer = sample_engine.answer(question)
