@@ -34,18 +34,40 @@ _NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一�
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
 # but holds no such fact (a price, a forecast, a brand, an office) does not answer the question: the near miss.
+# The asks are the ways Chinese asks for that kind of fact (多少钱, 几个钱, 啥价 …), not the topics of any question set.
+_ASK_HOW_MUCH = r"(?:多少|好多|几个|几|啥|什么|哪样)"
+_PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|费用|收购价|卖价|市价)"
+_IN_CLAUSE = r"[^，,。？?；;！!]*?"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
-    ("价格", re.compile(r"多少钱|几块钱|几块|价格|价钱|收购价|卖价|市价|租金|工钱|工资|保费|费用|收费|收多少|补多少"),
-     re.compile(r"\d\s*(?:元|块|万元)|元/")),
-    ("天气和行情预测", re.compile(r"(?:明天|后天|今晚|这几天|近几天|最近几天|下周|下个?星期|下个?礼拜|下个?月|明年|未来)"
-                          r"[^，,。？?]{0,12}(?:会不会|会不|会下|会涨|会跌|涨|跌|预报|行情)"),
+    # an amount of money (not how a price is set): the evidence must hold a currency amount
+    ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))"
+                      r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
+                      r"|(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
+                      r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|交|付)[^，,。？?\d]{0,3}"
+                      r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg)"),
+     re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
+    # a coming day or season, a "will it", and weather or the market
+    # (not "how can I tell whether it will frost tonight": a method, which the manual has)
+    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防))[\s\S]*?(?:明天|后天|今晚|今天晚上|这几天|近几天|过几天|最近几天|近期|这周|下周|下个?星期|下个?礼拜|下个?月|"
+                          r"明年|今冬|今年|这个冬天|这个雨季|明春|未来)[^，,。？?]{0,12}?(?:会|下不下|冷不冷|来不来|预报)[^，,。？?]{0,6}?"
+                          r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
+                          ),
      re.compile(r"(?!)")),  # a manual holds no forecast
-    ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|哪家|哪个厂|哪里买|哪儿买|在哪买|去哪买|哪里能买|"
-                          r"哪里有卖|在哪里可以买|买得到|联系方式|电话"),
-     re.compile(r"品牌|牌子|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
-    ("办理手续", re.compile(r"手续|办证|许可证|认证|审批|流程"), None),  # None: the asked word itself must be there
-    ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|\d{2}\s*年代")),
+    ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|牌子|型号|哪家|哪个厂|厂家|哪里买|哪儿买|哪点买|哪里有卖|在哪买|去哪买|"
+                          r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|联系方式|电话|微信号"),
+     re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
+    ("办理手续", re.compile(r"手续|办证|许可证|执照|认证|审批|备案|流程|证书"), None),  # None: the asked word itself must be there
+    ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
+    ("人名", re.compile(r"叫什么名字|叫啥名字|叫啥子名字|名字叫|是谁|哪个人|哪位"), re.compile(r"先生|女士|博士|教授|专家")),
+    # at home, for oneself: roasting, grinding, brewing and drinking are past the green bean, where this manual stops
+    # unless the evidence itself speaks of that very act
+    ("家庭烘焙和冲煮", re.compile(r"(?:在家|家里|家用|自己|自家)[^，,。？?]{0,10}(?:炒|烤|烘(?!干)|焙|磨|冲|煮|喝)"), None),
 )
+# A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
+_TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年)[^，,。？?]{0,12}(?:多少|好多|几)\s*"
+                    r"(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)")
+_UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨": "吨|t(?![a-z])", "万吨": "吨|t(?![a-z])",
+               "公斤": "kg|公斤", "斤": "kg|公斤|斤", "亩": "亩", "万亩": "亩", "公顷": "公顷|hm"}
 
 
 def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
@@ -53,9 +75,17 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     evidence = "".join(h.chunk.text for h in hits[:top])
     for name, asks, answered_by in ASKED_FACTS:
         m = asks.search(question)
-        if m and not (answered_by.search(evidence) if answered_by else m.group(0) in evidence):
+        if m and not (answered_by.search(evidence) if answered_by else _asked_word(m.group(0)) in evidence):
             return name
+    total = _TOTAL.search(question)
+    if total and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _UNIT_FORMS[total.group(1)] + ")", evidence):
+        return "统计数字"
     return ""
+
+
+def _asked_word(match: str) -> str:
+    """The word an ask names: the act itself for a home-roasting ask (炒, 烘 …), else the whole match (认证)."""
+    return match[-1] if re.match(r"在家|家里|家用|自己|自家", match) else match
 
 
 @dataclass(frozen=True)
@@ -108,29 +138,97 @@ UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is 
 
 def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
     """Topical words of the question (nouns, names, nominal verbs) that occur nowhere in the knowledge base and
-    are not growers' words the synonym table maps onto it: 贷款, 茶叶, 星巴克, 吡虫啉 …"""
+    are not growers' words the synonym table maps onto it: 贷款, 茶叶, 星巴克, 吡虫啉 …; also a name jieba broke
+    into single characters (啶/虫/脒, 沃/柑) when the joined characters read like a name and the KB lacks them."""
+    tagged = tokenizer.tagged(question)
     out = []
-    for word, flag in tokenizer.tagged(question):
+    for word, flag in tagged:
         if len(word) < 2 or word.isascii() or flag not in _TOPICAL_POS or word in tokenizer.stopwords:
             continue
         if stats.known(word):
             continue
         freq = tokenizer.general_frequency(word)
-        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag):
+        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag, freq > 0):
             continue  # a fragment of a bad segmentation, not a word (long dictionary words are words: 小额贷款)
-        if any(word in key or key in word for key in tokenizer.synonyms):
+        if _mapped_by_synonyms(word, tokenizer):
             continue
         out.append(word)
+    for run in _single_character_runs(tagged):
+        if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer):
+            out.append(run)
     return list(dict.fromkeys(out))
 
 
-_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷酯胺醇酮菌灵威素蜱脲腈唑蝇螨蚜蛾虱蚧蝽]$")  # 吡虫啉, 噻虫嗪, 毒死蜱 …: how such names end
+def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
+    return any(word in key or key in word for key in tokenizer.synonyms)
 
 
-def _looks_like_a_name(word: str, flag: str) -> bool:
+_FRAGMENT_POS = ("x", "g", "ng", "n", "nr", "nz", "ns", "vg")
+
+
+def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
+    """A noun or character followed by single CJK characters tagged as unknown (x), morphemes or nouns: where
+    jieba's dictionary had no word for a name (啶虫脒 → 啶/虫/脒, 白粉虱 → 白粉/虱)."""
+    runs, current, singles = [], "", 0
+    for word, flag in [*tagged, ("", "")]:
+        cjk = bool(word) and all("\u4e00" <= ch <= "\u9fff" for ch in word)
+        if cjk and flag in _FRAGMENT_POS and len(word) == 1 and current:
+            current, singles = current + word, singles + 1
+            continue
+        if singles:
+            runs.append(current)
+        current, singles = (word, 0) if cjk and flag in _FRAGMENT_POS and len(word) <= 3 else ("", 0)
+    return runs
+
+
+# How the names of agrochemicals and pests end (吡虫啉, 噻虫嗪, 毒死蜱, 啶虫脒, 甲维盐, 叶蝉, 白粉虱 …; not bare 虫:
+# 大肉虫 describes, it does not name) and how
+# the names of crops and fruit trees end (核桃, 沃柑, 魔芋, 柠檬树 …): a word the KB lacks that ends so is a thing
+# the question is about, whatever else it names.
+_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷酯胺醇酮菌灵威素蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.[蝉虱螟蛆]$")
+# X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡]果$")
+_NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
+# A Latin-letter name: a model number, a brand, a certification scheme (4C, GAP, UTZ …), when the KB never uses it.
+_LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-]*|[a-z]{2,})(?![a-z0-9])")
+
+
+def _looks_like_a_name(word: str, flag: str, in_dictionary: bool) -> bool:
     """A word jieba's dictionary lacks is a segmentation fragment, unless jieba's HMM took it for a name (拉花, 冷萃,
-    孟连) or it ends like the chemical and pest names the KB does use (吡虫啉, 噻虫嗪)."""
-    return flag in ("nr", "ns", "nz") or bool(_CHEMICAL_OR_PEST.search(word))
+    孟连), it ends like the chemical and pest names the KB does use (吡虫啉, 噻虫嗪), or it is a dictionary word that
+    ends like a crop (柠檬树; not 子死树, which jieba's HMM made of 老园子死树)."""
+    if flag in ("nr", "ns", "nz") or _CHEMICAL_OR_PEST.search(word):
+        return True
+    return in_dictionary and bool(_CROP.search(word))
+
+
+def unknown_latin_name(question: str, corpus_text: str) -> str:
+    """A Latin-letter name in the question (4C, UTZ, 2WD …) that the knowledge base never writes ("" when none)."""
+    lowered = corpus_text.lower()
+    for m in _LATIN_NAME.finditer(question.lower()):
+        if m.group(0) not in lowered:
+            return m.group(0).upper()
+    return ""
+
+
+OTHER_CROP_SHARE = 0.015  # a crop the KB names in at most this share of passages is mentioned beside coffee, not taught
+_PLANTED_BESIDE = re.compile(r"(?:种|栽|套种|间种|间作|混种|种上|种点)$")
+
+
+def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
+    """A crop other than coffee that the question is about ("" when none): the question does not name coffee at all,
+    and names a crop the knowledge base mentions only in passing (甘蔗, 杧果 as intercrops or shade), not as what is
+    planted beside coffee (种玉米, 套种花生: that the manual does teach). It says how to grow them beside coffee,
+    not how to grow, feed or protect them."""
+    if "咖啡" in question:
+        return ""
+    at = 0
+    for word, _flag in tokenizer.tagged(question):
+        before, at = question[max(0, at - 3):at], at + len(word)
+        if (len(word) >= 2 and _CROP.search(word) and not word.endswith("树") and not _PLANTED_BESIDE.search(before)
+                and stats.share(word) <= OTHER_CROP_SHARE and (stats.known(word) or tokenizer.general_frequency(word))):
+            return word
+    return ""
 
 
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -140,8 +238,11 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     unknown = unknown_words(question, tokenizer, stats)
     if not unknown:
         return ""
-    named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w)]
-    if named:  # an agrochemical or pest the KB never names: it cannot say how it works, whatever else is asked
+    tokens = {w for w, _ in tokenizer.tagged(question)}
+    # a crop: a dictionary word (柠檬树) or characters jieba could not join (沃/柑), not a word its HMM made (能见果)
+    named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w)
+             or (_CROP.search(w) and (tokenizer.general_frequency(w) > 0 or w not in tokens))]
+    if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
     strength = topic_strength(question, tokenizer, stats)
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
@@ -153,6 +254,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
         return Coverage(False, 0.0)
     score = coverage_score(question, hits, tokenizer)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
-    missing = ((unknown_focus(question, tokenizer, stats) if stats else "") or unknown_topic(question, corpus_text)
-               or missing_fact(question, hits))
+    missing = ((unknown_focus(question, tokenizer, stats) or other_crop(question, tokenizer, stats) if stats else "")
+               or unknown_latin_name(question, corpus_text)
+               or unknown_topic(question, corpus_text) or missing_fact(question, hits))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)
