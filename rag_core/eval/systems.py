@@ -12,6 +12,7 @@ from ..index.build import build_index
 from ..index.layout import Layout
 from ..models import Embedder, Reranker, bundled_embedder, load_embedder, load_reranker, resolve_model_path
 from ..pipeline import Engine, Options, make_tokenizer
+from ..rank.encoder import E5_FILE, load_encoder
 from ..rank.model import STATS_FILE
 from ..retrieve import Channels
 
@@ -102,8 +103,11 @@ class EngineFactory:
             cfg = with_overrides(self.cfg, chunking={"method": method}, paths={"data_dir": str(data_dir)})
             # reuse the project's embedding cache so the eval builds cost little
             current = Layout(data_dir).current_dir()
-            untrained = cfg.retrieval.learned_ranker and current is not None and not (current / STATS_FILE).exists()
-            if current is None or untrained:  # an eval build made before the learned ranker: rebuild (reuses docs)
+            untrained = cfg.retrieval.learned_ranker and current is not None and not (
+                (current / STATS_FILE).exists()
+                and ((current / E5_FILE).exists() or load_encoder(cfg.retrieval.ranker_encoder) is None))
+            if current is None or untrained:  # an eval build made before the learned ranker or its e5 features:
+                # rebuild (the embedding cache makes it cheap)
                 log.info("building the %s index with %s for evaluation", method, embedder.name)
                 build_index(cfg, embedder, make_tokenizer(cfg))
             self._indexes[key] = cfg
