@@ -36,32 +36,41 @@ _NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一�
 # but holds no such fact (a price, a forecast, a brand, an office) does not answer the question: the near miss.
 # The asks are the ways Chinese asks for that kind of fact (多少钱, 几个钱, 啥价 …), not the topics of any question set.
 _ASK_HOW_MUCH = r"(?:多少|好多|几个|几|啥|什么|哪样)"
-_PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|费用|收购价|卖价|市价)"
+_PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|保险|贷款|费用|收购价|卖价|市价|收入|利润)"
 _IN_CLAUSE = r"[^，,。？?；;！!]*?"
+# a coming day, or this or next year's season, weather or market (今年冬天, 明年行情; not 今年种的苗)
+_COMING = (r"(?:明天|后天|今晚|今天晚上|这几天|近几天|过几天|最近几天|近期|这周|下周|下个?星期|下个?礼拜|下个?月|这个月|这月|本月|月底|这个冬天|"
+           r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)))")
+_WILL_IT = r"(?:会|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重)"
+_WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
-    ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))"
+    ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
                       r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
                       r"|(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
-                      r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|交|付)[^，,。？?\d]{0,3}"
+                      r"|(?:多少|好多|几)\s*(?:毛|角|分钱)|卖钱|赚钱|挣钱|值钱"
+                      r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg)"),
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
     # a coming day or season, a "will it", and weather or the market
     # (not "how can I tell whether it will frost tonight": a method, which the manual has)
-    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防))[\s\S]*?(?:明天|后天|今晚|今天晚上|这几天|近几天|过几天|最近几天|近期|这周|下周|下个?星期|下个?礼拜|下个?月|"
-                          r"明年|今冬|今年|这个冬天|这个雨季|明春|未来)[^，,。？?]{0,12}?(?:会|下不下|冷不冷|来不来|预报)[^，,。？?]{0,6}?"
-                          r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
-                          ),
+    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防))[\s\S]*?" + _COMING + r"[^，,。？?]{0,12}?(?:"
+                          + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
+                          + r"[^，,。？?]{0,8}?" + _WILL_IT + r")"),
      re.compile(r"(?!)")),  # a manual holds no forecast
     ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|牌子|型号|哪家|哪个厂|厂家|哪里买|哪儿买|哪点买|哪里有卖|在哪买|去哪买|"
                           r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
-    ("办理手续", re.compile(r"手续|办证|许可证|执照|认证|审批|备案|流程|证书"), None),  # None: the asked word itself must be there
+    ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
     ("人名", re.compile(r"叫什么名字|叫啥名字|叫啥子名字|名字叫|是谁|哪个人|哪位"), re.compile(r"先生|女士|博士|教授|专家")),
     # at home, for oneself: roasting, grinding, brewing and drinking are past the green bean, where this manual stops
     # unless the evidence itself speaks of that very act
-    ("家庭烘焙和冲煮", re.compile(r"(?:在家|家里|家用|自己|自家)[^，,。？?]{0,10}(?:炒|烤|烘(?!干)|焙|磨|冲|煮|喝)"), None),
+    ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
+                          r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"), re.compile(r"(?!)")),
+    # where an organisation or market is: an address
+    ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂)[^，,。？?]{0,3}(?:在哪|在什么地方|在啥地方|地址)"),
+     re.compile(r"地址|[路街]\d|\d+号")),
 )
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
 _TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年)[^，,。？?]{0,12}(?:多少|好多|几)\s*"
@@ -84,8 +93,8 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 
 
 def _asked_word(match: str) -> str:
-    """The word an ask names: the act itself for a home-roasting ask (炒, 烘 …), else the whole match (认证)."""
-    return match[-1] if re.match(r"在家|家里|家用|自己|自家", match) else match
+    """The word a paperwork ask names (认证, 许可证), without the verb."""
+    return match[1:] if match.startswith("办") else match  # 办植物检疫证 asks for a 植物检疫证(明)
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,8 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     tagged = tokenizer.tagged(question)
     out = []
     for word, flag in tagged:
-        if len(word) < 2 or word.isascii() or flag not in _TOPICAL_POS or word in tokenizer.stopwords:
+        if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
+                or word in tokenizer.stopwords:
             continue
         if stats.known(word):
             continue
@@ -160,6 +170,10 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
 
 
 def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
+    """A growers' word the synonym table maps onto the KB; a name ending like a pest or crop only when it is itself
+    (part of) a key: 卷叶 maps a symptom, 卷叶虫 is an insect the KB does not name."""
+    if _NAME_ENDING.search(word) or word.endswith("虫"):
+        return any(word in key for key in tokenizer.synonyms)
     return any(word in key or key in word for key in tokenizer.synonyms)
 
 
@@ -185,9 +199,13 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # 大肉虫 describes, it does not name) and how
 # the names of crops and fruit trees end (核桃, 沃柑, 魔芋, 柠檬树 …): a word the KB lacks that ends so is a thing
 # the question is about, whatever else it names.
-_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷酯胺醇酮菌灵威素蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.[蝉虱螟蛆]$")
+_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆]$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
 _CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡]果$")
+# Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
+# split the name (打草/铵膦 for 打草铵膦).
+_CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
+_CHEMICAL_OR_PEST = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CHEMISTRY.pattern)
 _NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
 # A Latin-letter name: a model number, a brand, a certification scheme (4C, GAP, UTZ …), when the KB never uses it.
 _LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-]*|[a-z]{2,})(?![a-z0-9])")
@@ -196,10 +214,10 @@ _LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-
 def _looks_like_a_name(word: str, flag: str, in_dictionary: bool) -> bool:
     """A word jieba's dictionary lacks is a segmentation fragment, unless jieba's HMM took it for a name (拉花, 冷萃,
     孟连), it ends like the chemical and pest names the KB does use (吡虫啉, 噻虫嗪), or it is a dictionary word that
-    ends like a crop (柠檬树; not 子死树, which jieba's HMM made of 老园子死树)."""
+    ends like a crop or names an insect (柠檬树, 卷叶虫; not 子死树, which jieba's HMM made of 老园子死树)."""
     if flag in ("nr", "ns", "nz") or _CHEMICAL_OR_PEST.search(word):
         return True
-    return in_dictionary and bool(_CROP.search(word))
+    return in_dictionary and (bool(_CROP.search(word)) or word.endswith("虫"))
 
 
 def unknown_latin_name(question: str, corpus_text: str) -> str:
@@ -218,15 +236,19 @@ _PLANTED_BESIDE = re.compile(r"(?:种|栽|套种|间种|间作|混种|种上|种
 def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """A crop other than coffee that the question is about ("" when none): the question does not name coffee at all,
     and names a crop the knowledge base mentions only in passing (甘蔗, 杧果 as intercrops or shade), not as what is
-    planted beside coffee (种玉米, 套种花生: that the manual does teach). It says how to grow them beside coffee,
-    not how to grow, feed or protect them."""
+    planted beside coffee (种玉米, 套种花生: that the manual does teach), and named before any coffee-growing term
+    (荫蔽树选杧果 asks about shade). The manual says how to grow them beside coffee, not how to grow, feed or
+    protect them."""
     if "咖啡" in question:
         return ""
+    entities = tokenizer.entities(question)
     at = 0
     for word, _flag in tokenizer.tagged(question):
         before, at = question[max(0, at - 3):at], at + len(word)
-        if (len(word) >= 2 and _CROP.search(word) and not word.endswith("树") and not _PLANTED_BESIDE.search(before)
-                and stats.share(word) <= OTHER_CROP_SHARE and (stats.known(word) or tokenizer.general_frequency(word))):
+        crop = word[:-1] if word.endswith("树") else word  # 芒果树 is a 芒果 tree; 幼树, 荫蔽树 are no crop
+        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and not _PLANTED_BESIDE.search(before)
+                and stats.share(crop) <= OTHER_CROP_SHARE and (stats.known(crop) or tokenizer.general_frequency(crop))
+                and not any(e != word and e not in word and question.find(e) < at - len(word) for e in entities)):
             return word
     return ""
 
@@ -239,9 +261,10 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     if not unknown:
         return ""
     tokens = {w for w, _ in tokenizer.tagged(question)}
-    # a crop: a dictionary word (柠檬树) or characters jieba could not join (沃/柑), not a word its HMM made (能见果)
+    # a crop or an X虫: a dictionary word (柠檬树, 卷叶虫) or characters jieba could not join (沃/柑), not a word its
+    # HMM made (能见果, 大肉虫: descriptions)
     named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w)
-             or (_CROP.search(w) and (tokenizer.general_frequency(w) > 0 or w not in tokens))]
+             or (_CROP.search(w) or w.endswith("虫")) and (tokenizer.general_frequency(w) > 0 or w not in tokens)]
     if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
     strength = topic_strength(question, tokenizer, stats)
@@ -249,12 +272,16 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
 
 
 def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text: str,
-           stats: TermStats | None = None) -> Coverage:
+           stats: TermStats | None = None, asked: str | None = None) -> Coverage:
+    """`question` is what was searched (rewritten from the history for a follow-up); `asked`, when given, is the
+    user's own words: the kind of fact asked for and the crop asked about are read from them, so that a word carried
+    from an earlier turn does not turn a follow-up into a price or another crop's question."""
     if not hits:
         return Coverage(False, 0.0)
+    asked = asked or question
     score = coverage_score(question, hits, tokenizer)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
-    missing = ((unknown_focus(question, tokenizer, stats) or other_crop(question, tokenizer, stats) if stats else "")
+    missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats) if stats else "")
                or unknown_latin_name(question, corpus_text)
-               or unknown_topic(question, corpus_text) or missing_fact(question, hits))
+               or unknown_topic(question, corpus_text) or missing_fact(asked, hits))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)
