@@ -19,12 +19,13 @@ from .llm import ChatModel, LLMError
 from .models import Embedder, Reranker
 from .records import Answer, Hit, Retrieval, Turn
 from .relevance import assess
-from .retrieve import Channels, Retriever, rrf
+from .retrieve import Channels, Retriever
 from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
 FOLLOW_DOCS = 2  # a follow-up stays with the documents of the previous question's first FOLLOW_DOCS passages
+HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this many of its own passages in the evidence
 
 
 @dataclass(frozen=True)
@@ -112,23 +113,26 @@ class Engine:
         result = self.retriever.search(question, rewritten, options.channels)
         if rewritten != question and history:
             if classify(question, self.tokenizer, self.term_stats).kind == "ambiguous":
-                result = self._hedge(result, question, options)
+                result = self._hedge(result, question, history, options)
             else:
                 result = self._follow_topic(result, history, options)
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
 
-    def _hedge(self, result: Retrieval, question: str, options: Options) -> Retrieval:
-        """A question that may continue the conversation or open a new topic: the evidence for it as rewritten and
-        as asked alone, fused (RRF over the two rankings; on ties the rewritten one first, which keeps follow-ups'
-        Hit@5 on dev-multiturn while a leaning new question keeps its own passages in the top 5)."""
+    def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options) -> Retrieval:
+        """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
+        opening mostly is one), with the two best passages for the question asked alone in the top 5 too."""
+        followed = self._follow_topic(result, history, options)
         alone = self.retriever.search(question, question, options.channels)
-        hits = {h.chunk.id: h for h in (*alone.evidence, *result.evidence)}
-        fused = rrf([[h.chunk.id for h in result.evidence], [h.chunk.id for h in alone.evidence]])
-        evidence = tuple(hits[cid] for cid, _ in fused[: len(result.evidence)])
-        timings = {**result.timings_ms, "hedge": sum(alone.timings_ms.values())}
-        return replace(result, evidence=evidence, timings_ms=timings)
+        n = len(followed.evidence)
+        ordered = [*followed.evidence[: n - HEDGE_ALONE], *alone.evidence[:HEDGE_ALONE], *followed.evidence, *alone.evidence]
+        first: dict[str, Hit] = {}
+        for hit in ordered:
+            first.setdefault(hit.chunk.id, hit)
+        evidence = tuple(first.values())[:n]
+        timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
+        return replace(followed, evidence=evidence, timings_ms=timings)
 
     def _follow_topic(self, result: Retrieval, history: Sequence[Turn], options: Options) -> Retrieval:
         """A follow-up continues the topic of the user's previous question: evidence from the documents that

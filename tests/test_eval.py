@@ -82,10 +82,11 @@ def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(sampl
     assert kinds["switch"]["f1"] >= 0.95 * kinds["switch_alone"]["f1"]
     assert kinds["switch"]["hit_at_5"] >= 0.95 * kinds["switch_alone"]["hit_at_5"]
     # the same questions opened with "那", as people start a new question in a chat (bench/switch_set.py --lean):
-    # ambiguous, so the rewritten and the alone rankings are fused (the old rule: Hit@5 0.738 vs 0.854 alone)
+    # ambiguous, so the question's own two best passages join the follow-up's evidence (the old rule: Hit@5 0.738
+    # and MRR 0.602 against 0.854 and 0.727 alone)
     lean = evaluate(cfg, data / "dev-switch-lean.jsonl", ["full"], runs=1, out_dir=tmp_path / "l", resamples=200)
     kinds = lean["systems"]["full"]["by_kind"]
     assert kinds["switch"]["hit_at_5"] >= 0.93 * kinds["switch_alone"]["hit_at_5"]
-    assert kinds["switch"]["f1"] >= 0.9 * kinds["switch_alone"]["f1"]
+    assert kinds["switch"]["mrr"] >= 0.84 * kinds["switch_alone"]["mrr"]
     oos = evaluate(cfg, data / "adversarial-oos.jsonl", ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)
     assert oos["systems"]["full"]["refusal_rate_unanswerable"] >= 0.6
