@@ -158,7 +158,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if stats.known(word):
             continue
         freq = tokenizer.general_frequency(word)
-        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag, freq > 0):
+        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
             continue  # a fragment of a bad segmentation, not a word (long dictionary words are words: 小额贷款)
         if _mapped_by_synonyms(word, tokenizer):
             continue
@@ -214,7 +214,8 @@ _LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-
 def _looks_like_a_name(word: str, flag: str, in_dictionary: bool) -> bool:
     """A word jieba's dictionary lacks is a segmentation fragment, unless jieba's HMM took it for a name (拉花, 冷萃,
     孟连), it ends like the chemical and pest names the KB does use (吡虫啉, 噻虫嗪), or it is a dictionary word that
-    ends like a crop or names an insect (柠檬树, 卷叶虫; not 子死树, which jieba's HMM made of 老园子死树)."""
+    ends like a crop or names an insect (柠檬树, 卷叶虫), or two characters its HMM joined that end like a crop (沃柑;
+    not 子死树, which it made of 老园子死树)."""
     if flag in ("nr", "ns", "nz") or _CHEMICAL_OR_PEST.search(word):
         return True
     return in_dictionary and (bool(_CROP.search(word)) or word.endswith("虫"))
@@ -261,10 +262,11 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     if not unknown:
         return ""
     tokens = {w for w, _ in tokenizer.tagged(question)}
-    # a crop or an X虫: a dictionary word (柠檬树, 卷叶虫) or characters jieba could not join (沃/柑), not a word its
-    # HMM made (能见果, 大肉虫: descriptions)
+    # a crop or an X虫: a dictionary word (柠檬树, 卷叶虫), characters jieba could not join (沃/柑) or two its HMM
+    # joined (沃柑), not a longer word its HMM made by swallowing a neighbour (能见果, 子死树) nor a description (大肉虫)
     named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w)
-             or (_CROP.search(w) or w.endswith("虫")) and (tokenizer.general_frequency(w) > 0 or w not in tokens)]
+             or (_CROP.search(w) or w.endswith("虫")) and (tokenizer.general_frequency(w) > 0 or w not in tokens
+                                                          or len(w) == 2 and _CROP.search(w))]
     if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
     strength = topic_strength(question, tokenizer, stats)

@@ -1,0 +1,114 @@
+"""Refusals that generalise (issue 13): each principle of rag_core.relevance on questions written for this file in
+growers' words, none taken from the eval sets. A principle is a kind of fact asked for (money, a forecast, an address
+…) or a kind of name the knowledge base lacks (an agrochemical, a pest, a crop), never a topic list."""
+from __future__ import annotations
+
+import pytest
+
+from rag_core.relevance import assess, missing_fact, other_crop, unknown_focus, unknown_latin_name, unknown_words
+
+
+@pytest.fixture(scope="module")
+def hits(sample_engine):
+    """Evidence the sample KB gives a general question: it holds no currency amount, forecast, address or year."""
+    return sample_engine.search("咖啡鲜果采收以后怎么加工").evidence
+
+
+@pytest.mark.parametrize("question", ["鲜果收购点一斤给几毛？", "这台脱皮机要几千块？", "我那块地流转出去，租金一年能收好多？",
+                                      "一亩咖啡一年能挣多少？", "咖啡园上保险一亩要交多少？"])
+def test_money_asks_in_growers_words_need_a_currency_amount(sample_engine, hits, question):
+    assert missing_fact(question, hits) == "价格"
+    priced = [type(h)(type(h.chunk)(**{**h.chunk.__dict__, "text": "每公斤 12 元。"}), h.score) for h in hits[:1]]
+    assert missing_fact(question, priced) == ""
+
+
+@pytest.mark.parametrize("question", ["生豆的收购价是按什么定的？", "一亩地一次施几斤尿素？", "卖鲜果之前要挑几遍？"])
+def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, question):
+    assert missing_fact(question, hits) == ""
+
+
+@pytest.mark.parametrize("question", ["今年雨季是早来还是晚来？", "这个月底会不会来寒潮？", "明年咖啡价格会不会涨？"])
+def test_a_forecast_is_never_in_a_manual(hits, question):
+    assert missing_fact(question, hits) == "天气和行情预测"
+
+
+@pytest.mark.parametrize("question", ["咋个看出今晚会不会结霜？", "今年种的苗子霜冻以后会不会死？"])
+def test_how_to_tell_and_this_years_seedlings_are_no_forecast(hits, question):
+    assert missing_fact(question, hits) == ""
+
+
+def test_the_other_kinds_of_asked_fact(hits):
+    assert missing_fact("自家的咖啡豆拿铁锅炒，要炒多久？", hits) == "家庭烘焙和冲煮"
+    assert missing_fact("自己冲洗脱皮机要注意啥？", hits) == ""  # washing a machine is no brewing
+    assert missing_fact("开个咖啡小作坊要办啥证？", hits) == "办理手续"
+    assert missing_fact("全县种咖啡的有多少户？", hits) == "统计数字"
+    assert missing_fact("县里的咖啡交易市场在哪里？", hits) == "地址"
+
+
+def test_names_jieba_splits_into_characters_are_found(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert "啶虫脒" in unknown_words("啶虫脒兑多少水打咖啡蚜虫？", tok, stats)
+    assert "白粉虱" in unknown_words("咖啡叶背上有白粉虱咋个整？", tok, stats)
+    assert unknown_focus("地边上种的沃柑要施啥肥？", tok, stats) == "沃柑"
+
+
+def test_a_pest_crop_or_chemical_the_kb_lacks_is_the_focus_whatever_else_is_asked(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("咖啡地边的核桃树要不要跟咖啡一起修剪？", tok, stats) == "核桃树"
+    assert unknown_focus("咖啡嫩梢上有卷叶虫，打什么药？", tok, stats) == "卷叶虫"  # a name: 卷叶 (symptom) does not excuse it
+    assert unknown_focus("咖啡地里能打草铵膦吗？", tok, stats) != ""  # jieba: 打草/铵膦; the chemistry character names it
+    assert unknown_focus("苗圃里爬着一种大肉虫，咋个整？", tok, stats) == ""  # a description, not a name
+
+
+def test_another_crop_is_the_question_when_coffee_is_not_named(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert other_crop("芒果树开花时打什么药？", tok, stats) == "芒果树"
+    assert other_crop("甘蔗得了黑穗病咋办？", tok, stats) == "甘蔗"
+    assert other_crop("行间套种玉米行不行？", tok, stats) == ""  # planted beside coffee: the manual teaches that
+    assert other_crop("荫蔽树选杧果好不好？", tok, stats) == ""  # a shade question
+    assert other_crop("咖啡地里种甘蔗行不行？", tok, stats) == ""  # names coffee
+
+
+def test_a_latin_name_the_kb_never_writes(sample_engine):
+    corpus = sample_engine.index.corpus_text
+    assert unknown_latin_name("GAP认证怎么申请？", corpus) == "GAP"
+    assert unknown_latin_name("SCA杯测多少分算精品？", corpus) == ""
+
+
+def test_asked_facts_come_from_the_users_own_words(sample_engine):
+    """A follow-up searched with a word carried from the previous turn (划不划算) is not a price question."""
+    tok, stats, corpus = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    own = "隔几天浇一回？"
+    rewritten = "催花水 划不划算 旱季 " + own
+    hits = sample_engine.search(rewritten).evidence
+    assert assess(rewritten, hits, tok, corpus, stats).missing == "价格"
+    assert assess(rewritten, hits, tok, corpus, stats, asked=own).missing == ""
+
+
+@pytest.mark.parametrize("question", ["啶虫脒兑多少水打咖啡蚜虫？", "鲜果收购点一斤给几毛？", "芒果树开花时打什么药？"])
+def test_the_engine_refuses_and_names_what_is_missing(sample_engine, question):
+    answer = sample_engine.answer(question)
+    assert not answer.covered and not answer.citations and "知识库中没有" in answer.text
+
+
+@pytest.mark.parametrize("question", ["天气预报说今晚最低3度，低处的咖啡会冻吗？", "从外县调咖啡苗要办什么手续？",
+                                      "咖啡地里套种香蕉，香蕉种多密？", "三唑酮防锈病兑多少倍？"])
+def test_answerable_questions_phrased_like_the_refused_ones_are_answered(sample_engine, question):
+    answer = sample_engine.answer(question)
+    assert answer.covered and answer.citations
+
+
+@pytest.mark.slow
+def test_the_held_out_out_of_scope_set_is_refused_and_its_controls_answered(sample_cfg, tmp_path):
+    """adversarial-oos2.jsonl: 42 out-of-scope questions and 27 answerable controls phrased like them, written before
+    these principles and kept out of their tuning (refused 19/42 and controls 2/27 before)."""
+    import dataclasses
+    from pathlib import Path
+
+    from rag_core.eval.run import evaluate
+
+    cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(tmp_path / "data")))
+    gold = Path(__file__).parent / "data" / "eval" / "adversarial-oos2.jsonl"
+    full = evaluate(cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)["systems"]["full"]
+    assert full["refusal_rate_unanswerable"] >= 0.8
+    assert full["false_refusal_rate"] <= 0.05
