@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
+from .generate import EXTRACTIVE_HEADER
 from .lexical import Tokenizer
 from .records import Turn
 from .termstats import TermStats
@@ -145,6 +146,19 @@ def rewrite_query(
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
     return f"{' '.join(carried)} {question}".strip()
+
+
+_CITATION = re.compile(r"\[[0-9a-f]{8}#\d+\]")
+
+
+def conversation_text(question: str, history: Sequence[Turn], turns: int = 2) -> str:
+    """A follow-up in plain words, as a sentence encoder reads it: the user's previous question, the opening of the
+    reply (without citation tags or the extractive header line), then the question."""
+    recent = list(history)[-turns:] if turns > 0 else []
+    previous = next((t.content for t in reversed(recent) if t.role == "user"), "")
+    reply = next((t.content for t in reversed(recent) if t.role == "assistant"), "")
+    reply = _CITATION.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
+    return " ".join(part.strip() for part in (previous, reply[:REPLY_CHARS], question) if part.strip())
 
 
 def inject_history(history: Sequence[Turn], turns: int = 8, chars: int = 800) -> list[Turn]:

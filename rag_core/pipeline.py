@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from .citations import backfill, validate_citations
 from .config import Config
 from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered
-from .history import classify, inject_history, rewrite_query
+from .history import classify, conversation_text, inject_history, rewrite_query
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
@@ -110,9 +110,12 @@ class Engine:
         t = time.perf_counter()
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000
-        result = self.retriever.search(question, rewritten, options.channels)
+        kind = classify(question, self.tokenizer, self.term_stats).kind if rewritten != question else "new"
+        # a rewritten question is read by the ranker's sentence encoder with the turn it continues, in plain words
+        context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
+        result = self.retriever.search(question, rewritten, options.channels, context)
         if rewritten != question and history:
-            if classify(question, self.tokenizer, self.term_stats).kind == "ambiguous":
+            if kind == "ambiguous":
                 result = self._hedge(result, question, history, options)
             else:
                 result = self._follow_topic(result, history, options)

@@ -65,6 +65,7 @@ class Pool:
     vector: object | None  # the question's dense vector, when the dense channel ran
     timings: dict[str, float]
     warnings: list[str]
+    context: str = ""  # a follow-up as a sentence encoder reads it (history.conversation_text); "" = the query
 
     def candidates(self) -> list[Candidate]:
         out = []
@@ -119,7 +120,8 @@ class Retriever:
             return self.reranker.name
         return self.learned.name if self.learned is not None else "none"
 
-    def pool(self, query: str, rewritten: str | None = None, channels: Channels = Channels(), size: int | None = None) -> Pool:
+    def pool(self, query: str, rewritten: str | None = None, channels: Channels = Channels(), size: int | None = None,
+             context: str = "") -> Pool:
         """BM25 ∥ dense → RRF: the first `size` fused candidates (default: the rerank candidates)."""
         timings: dict[str, float] = {}
         warnings = list(self.warnings)
@@ -159,13 +161,15 @@ class Retriever:
         fused = fused[:size]
         timings["rrf"] = (time.perf_counter() - t) * 1000
         ranks = {name: {pos: r for r, pos in enumerate(ranked, 1)} for name, ranked in lists.items()}
-        return Pool(q, qn, fused, ranks, vector, timings, warnings)
+        return Pool(q, qn, fused, ranks, vector, timings, warnings, context)
 
-    def search(self, query: str, rewritten: str | None = None, channels: Channels = Channels()) -> Retrieval:
-        """Rank evidence for `rewritten` (HAR's q′; defaults to the query itself)."""
+    def search(self, query: str, rewritten: str | None = None, channels: Channels = Channels(),
+               context: str = "") -> Retrieval:
+        """Rank evidence for `rewritten` (HAR's q′; defaults to the query itself); `context`, a follow-up with the
+        turn it continues in plain words, is what the learned ranker's sentence encoder reads."""
         learned = channels.rerank and self.reranker is None and self.learned is not None
         size = self.cfg.learned_candidates if learned else self.cfg.rerank_candidates
-        pool = self.pool(query, rewritten, channels, size)
+        pool = self.pool(query, rewritten, channels, size, context)
         timings, warnings, fused = pool.timings, pool.warnings, pool.fused
         candidates = [pos for pos, _ in fused]
         scores = {pos: s for pos, s in fused}

@@ -184,3 +184,12 @@ def test_a_how_many_question_without_a_number_in_the_evidence_says_so(sample_eng
     assert cited and text.endswith(NO_NUMBER)
     text, _ = extractive_answer("锈病怎么防治？", wordy, sample_engine.tokenizer)
     assert NO_NUMBER not in text  # no number was asked for
+
+
+def test_a_follow_up_in_plain_words_has_the_previous_question_and_the_reply_without_tags():
+    from rag_core.history import conversation_text
+
+    text = conversation_text("那用什么药？", RUST)
+    assert text.startswith("咖啡锈病怎么防治？ 选用抗病品种") and text.endswith(" 那用什么药？")
+    assert "[" not in text and EXTRACTIVE_HEADER not in text
+    assert conversation_text("那用什么药？", []) == "那用什么药？"

@@ -132,3 +132,24 @@ def test_an_encoder_that_fails_on_a_question_costs_the_e5_features_not_the_ranki
     assert ranker.name == "learned-lr" and len(scores) == len(pool.fused)
     assert scores == pytest.approx(list(ranker.model.score(ranker.featurize.base(pool))))
     assert sum("e5 features failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_follow_up_is_read_by_e5_with_the_turn_it_continues(tiny_e5):
+    cfg, tokenizer, _ = tiny_e5
+    index = open_current(cfg.data_dir)
+    real = load_encoder("auto")
+    heard: list[str] = []
+
+    class Recording:  # the real encoder, recording what it is asked
+        dim = real.dim
+
+        def query(self, text):
+            heard.append(text)
+            return real.query(text)
+
+    retriever = _retriever(cfg, tokenizer)
+    retriever.learned = LearnedReranker(load_ranker(index.dir), Featurizer(index, tokenizer, load_stats(index),
+                                                                            cfg.retrieval.rrf_k, Recording()))
+    retriever.search(Q, f"carried terms {Q}")
+    retriever.search(Q, f"carried terms {Q}", context=f"the previous question. the reply. {Q}")
+    assert heard == [f"carried terms {Q}", f"the previous question. the reply. {Q}"]

@@ -101,8 +101,9 @@ class Featurizer:
         return feature_matrix(q, candidates, self.index.chunks, self.stats, cos, self.rrf_k, self.context)
 
     def e5_columns(self, pool: "Pool") -> np.ndarray:
-        """The E5_FEATURES columns: one e5 query of the searched text (HAR's rewrite, clipped), against the pool."""
-        vector = self.e5.query(pool.query)
+        """The E5_FEATURES columns: one e5 query against the pool, of a follow-up with the turn it continues in plain
+        words (pool.context: e5 reads a sentence, not HAR's list of carried terms), else of the searched text."""
+        vector = self.e5.query(pool.context or pool.query)
         return pool_features(self.index.e5[[p for p, _ in pool.fused]] @ vector)
 
     def __call__(self, pool: "Pool") -> np.ndarray:

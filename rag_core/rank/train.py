@@ -22,7 +22,7 @@ import numpy as np
 
 from ..config import Config
 from ..eval.gold import load_gold, map_gold
-from ..history import rewrite_query
+from ..history import conversation_text, rewrite_query
 from ..index.bm25 import load_tokens
 from ..index.layout import Layout
 from ..index.store import IndexReader
@@ -48,6 +48,7 @@ class Example:
     query: str
     rewritten: str
     positives: frozenset[int]
+    context: str = ""  # a rewritten follow-up in plain words, for the e5 features (as the pipeline gives them)
 
 
 @dataclass
@@ -72,14 +73,15 @@ def gold_examples(index: IndexReader, tokenizer: Tokenizer, har_turns: int, path
             gold = {index.position[c] for c in mapping.gold.get(item.id, ()) if c in index.position}
             if gold:
                 rewritten = rewrite_query(item.question, item.history, tokenizer, har_turns)
-                out.append(Example(f"dev:{item.id}", item.question, rewritten, frozenset(gold)))
+                context = conversation_text(item.question, item.history, har_turns) if rewritten != item.question else ""
+                out.append(Example(f"dev:{item.id}", item.question, rewritten, frozenset(gold), context))
     return out
 
 
 def collect(retriever, featurize: Featurizer, examples: Sequence[Example], size: int) -> list[Group]:
     groups = []
     for ex in examples:
-        pool = retriever.pool(ex.query, ex.rewritten, size=size)
+        pool = retriever.pool(ex.query, ex.rewritten, size=size, context=ex.context)
         if not pool.fused:
             continue
         positions = [p for p, _ in pool.fused]
