@@ -25,6 +25,7 @@ E5_FEATURES = (
     "e5_rr",  # 1 / rank of the candidate by e5 cosine within the pool
 )
 BATCH = 32
+QUERY_CACHE = 256
 
 _lock = threading.Lock()
 _loaded: "E5Encoder | None" = None
@@ -70,6 +71,7 @@ class E5Encoder:
         self.dim = int(model.dim)
         self.query_threads, self.passage_threads = query_threads, passage_threads
         self._call = threading.Lock()
+        self._recent: dict[str, np.ndarray] = {}  # question → vector, oldest first
         self._own_omp = getattr(model, "_lib", None)
         self._global = ctypes.CDLL(None)
 
@@ -97,8 +99,17 @@ class E5Encoder:
                 put(before)
 
     def query(self, text: str) -> np.ndarray:
-        with self._call, self._limited(self.query_threads):
-            return np.asarray(self._model.query(text), dtype=np.float32)
+        """The question's vector; the last QUERY_CACHE questions are remembered (a follow-up searches its previous
+        question again to stay on topic)."""
+        with self._call:
+            vector = self._recent.pop(text, None)
+            if vector is None:
+                with self._limited(self.query_threads):
+                    vector = np.asarray(self._model.query(text), dtype=np.float32)
+                if len(self._recent) >= QUERY_CACHE:
+                    self._recent.pop(next(iter(self._recent)))
+            self._recent[text] = vector
+            return vector
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors (L2-normalised), in batches."""
