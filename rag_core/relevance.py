@@ -25,7 +25,7 @@ MIN_COVERAGE = 0.12
 
 # Topics an agronomy manual does not answer; a question is refused on them only when the corpus lacks the word.
 _SCOPE = re.compile(
-    r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|贷款|保险|政府|政策|申请|合同|天气预报|下个?礼拜|下个?星期|下周|明天|后天"
+    r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|补偿|赔偿|理赔|贷款|保险|政府|政策|申请|合同"
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|病|菌|液|灵)")
@@ -41,40 +41,47 @@ _IN_CLAUSE = r"[^，,。？?；;！!]*?"
 # a coming day, or this or next year's season, weather or market (今年冬天, 明年行情; not 今年种的苗)
 _COMING = (r"(?:明天|后天|今晚|今天晚上|这几天|近几天|过几天|最近几天|近期|这周|下周|下个?星期|下个?礼拜|下个?月|这个月|这月|本月|月底|这个冬天|"
            r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)))")
-_WILL_IT = r"(?:会|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重)"
+# a named coming day or week: whatever weather or market it is asked with is a forecast (下礼拜降温厉害不)
+_COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|过几天|下周|下个?星期|下个?礼拜)"
+_WILL_IT = r"(?:会|有没有|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重)"
 _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
     ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
+                      r"|[\d一二三四五六七八九十百千万两]\s*(?:块钱|毛钱|元(?!素)|块(?=[不吗没呢每]|一[斤公])|毛(?=[不吗没呢每]|一[斤公]))"
                       r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
                       r"|(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
                       r"|(?:多少|好多|几)\s*(?:毛|角|分钱)|卖钱|赚钱|挣钱|值钱"
                       r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
-                      r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg)"),
+                      r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱)"),
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
     # a coming day or season, a "will it", and weather or the market
     # (not "how can I tell whether it will frost tonight": a method, which the manual has)
-    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防))[\s\S]*?" + _COMING + r"[^，,。？?]{0,12}?(?:"
+    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防|预报[说讲]))[\s\S]*?(?:" + _COMING_DAY
+                          + r"[^，,。？?]{0,8}?" + _WEATHER_OR_MARKET + r"|" + _COMING + r"[^，,。？?]{0,12}?(?:"
                           + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
-                          + r"[^，,。？?]{0,8}?" + _WILL_IT + r")"),
+                          + r"[^，,。？?]{0,8}?" + _WILL_IT + r")|" + _WEATHER_OR_MARKET
+                          + r"[^，,。？?]{0,6}?(?:今年|明年|今冬|明春|下个?月)[^，,。？?]{0,4}?" + _WILL_IT + ")"),
      re.compile(r"(?!)")),  # a manual holds no forecast
     ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|牌子|型号|哪家|哪个厂|厂家|哪里买|哪儿买|哪点买|哪里有卖|在哪买|去哪买|"
-                          r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|联系方式|电话|微信号"),
+                          r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|怎么买|咋个?买|如何买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
     ("人名", re.compile(r"叫什么名字|叫啥名字|叫啥子名字|名字叫|是谁|哪个人|哪位"), re.compile(r"先生|女士|博士|教授|专家")),
-    # at home, for oneself: roasting, grinding, brewing and drinking are past the green bean, where this manual stops
-    # unless the evidence itself speaks of that very act
+    # at home, for oneself, or for the cup: roasting, grinding, brewing and drinking are past the green bean, where
+    # this manual stops
     ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
-                          r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"), re.compile(r"(?!)")),
+                          r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
+                          r"|好喝|难喝|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
+     re.compile(r"(?!)")),
     # where an organisation or market is: an address
     ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂)[^，,。？?]{0,3}(?:在哪|在什么地方|在啥地方|地址)"),
      re.compile(r"地址|[路街]\d|\d+号")),
 )
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
-_TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年)[^，,。？?]{0,12}(?:多少|好多|几)\s*"
-                    r"(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)")
+_TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年|一年)[^，,。？?]{0,12}(?:多少|好多|几)\s*"
+                    r"(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)|(?:多少|好多|几)\s*(户|吨|万吨)")
 _UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨": "吨|t(?![a-z])", "万吨": "吨|t(?![a-z])",
                "公斤": "kg|公斤", "斤": "kg|公斤|斤", "亩": "亩", "万亩": "亩", "公顷": "公顷|hm"}
 
@@ -87,7 +94,7 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
         if m and not (answered_by.search(evidence) if answered_by else _asked_word(m.group(0)) in evidence):
             return name
     total = _TOTAL.search(question)
-    if total and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _UNIT_FORMS[total.group(1)] + ")", evidence):
+    if total and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _UNIT_FORMS[total.group(1) or total.group(2)] + ")", evidence):
         return "统计数字"
     return ""
 
@@ -199,9 +206,9 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # 大肉虫 describes, it does not name) and how
 # the names of crops and fruit trees end (核桃, 沃柑, 魔芋, 柠檬树 …): a word the KB lacks that ends so is a thing
 # the question is about, whatever else it names.
-_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆]$")
+_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡]果$")
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡]果$")
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
@@ -231,6 +238,7 @@ def unknown_latin_name(question: str, corpus_text: str) -> str:
 
 
 OTHER_CROP_SHARE = 0.015  # a crop the KB names in at most this share of passages is mentioned beside coffee, not taught
+_BESIDE_COFFEE = re.compile(r"荫蔽|遮荫|遮阴|间作|间种|套种|混种")  # the crop's role beside coffee
 _PLANTED_BESIDE = re.compile(r"(?:种|栽|套种|间种|间作|混种|种上|种点)$")
 
 
@@ -240,16 +248,22 @@ def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     planted beside coffee (种玉米, 套种花生: that the manual does teach), and named before any coffee-growing term
     (荫蔽树选杧果 asks about shade). The manual says how to grow them beside coffee, not how to grow, feed or
     protect them."""
-    if "咖啡" in question:
+    if "咖啡" in question or _BESIDE_COFFEE.search(question):
         return ""
     entities = tokenizer.entities(question)
-    at = 0
+    words, at = [], 0  # (word, where it starts)
     for word, _flag in tokenizer.tagged(question):
-        before, at = question[max(0, at - 3):at], at + len(word)
+        words.append((word, at))
+        at += len(word)
+    for key, targets in tokenizer.synonyms.items():  # a growers' name for a crop (包谷 → 玉米)
+        if key in question:
+            words += [(target, question.index(key)) for target in targets]
+    for word, start in words:
         crop = word[:-1] if word.endswith("树") else word  # 芒果树 is a 芒果 tree; 幼树, 荫蔽树 are no crop
-        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and not _PLANTED_BESIDE.search(before)
+        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树")
+                and not _PLANTED_BESIDE.search(question[max(0, start - 3):start])
                 and stats.share(crop) <= OTHER_CROP_SHARE and (stats.known(crop) or tokenizer.general_frequency(crop))
-                and not any(e != word and e not in word and question.find(e) < at - len(word) for e in entities)):
+                and not any(e != word and e not in word and 0 <= question.find(e) < start for e in entities)):
             return word
     return ""
 
