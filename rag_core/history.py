@@ -34,7 +34,9 @@ _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s
 
 OWN_TOPIC = 2.0  # topic strength at which a question stands alone
 MAX_CARRIED = 4  # topic terms carried into a follow-up from the user's turns …
-REPLY_CARRIED = 2  # … and from the opening of the reply
+REPLY_CARRIED = 2  # … and from the opening of the reply, only when the user's turns name no topic
+CHAIN_TURNS = 2  # a follow-up of a follow-up also carries the topic of up to this many earlier user questions
+GENERAL_FREQ = 2000  # a word this common in general Chinese (时候, 出来, 提前: jieba's dictionary) is not a topic
 REPLY_CHARS = 120  # the opening of the reply that the follow-up continues
 CARRY_SHARE = 0.15
 ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic  # a noun in more passages than this is too general to carry a topic
@@ -90,7 +92,8 @@ def topic_terms(text: str, tokenizer: Tokenizer, stats: TermStats | None, limit:
     """The terms of a turn worth carrying: domain terms first, then nouns specific to a few passages, rarest
     first. Never a word most passages use, nor one the knowledge base does not know."""
     terms = list(tokenizer.entities(text))
-    nouns = [w for w in dict.fromkeys(tokenizer.content_words(text)) if len(w) >= 2 and not w.isascii()]
+    nouns = [w for w in dict.fromkeys(tokenizer.content_words(text))
+             if len(w) >= 2 and not w.isascii() and tokenizer.general_frequency(w) < GENERAL_FREQ]
     for word in sorted(nouns, key=lambda w: (stats.share(w) if stats else 1.0, text.find(w))):
         if word not in terms and not any(word in t for t in terms) and (stats is None or stats.share(word) <= CARRY_SHARE):
             terms.append(word)
@@ -132,20 +135,32 @@ def rewrite_query(
             if len(carried) < limit and term not in present and term not in question and term not in carried:
                 carried.append(term)
 
-    # The user's own words carry the topic (the latest question first); the opening of the reply adds a couple of
-    # the knowledge base's words for it (烘 → 烘焙), no more: a long reply would swamp the question with what was
-    # already answered.
-    for turn in reversed(recent):
-        if turn.role == "user":
-            carry(turn.content, MAX_CARRIED)
-    for turn in reversed(recent):
-        if turn.role == "assistant":
-            carry(turn.content[:REPLY_CHARS], len(carried) + REPLY_CARRIED)
-            break
+    # The user's own words carry the topic (the latest question first, then, while that one was itself a follow-up,
+    # the question it followed: 咖啡锈病怎么防治 → 那用什么药 → 要打几次). The reply's words only when the user's
+    # name none: what the reply said is not what the user asks next ("那用什么药" after cultural control).
+    for text in _topic_chain(list(history), recent, tokenizer, stats):
+        carry(text, MAX_CARRIED)
+    if not carried:
+        for turn in reversed(recent):
+            if turn.role == "assistant":
+                carry(turn.content[:REPLY_CHARS], REPLY_CARRIED)
+                break
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
     return f"{' '.join(carried)} {question}".strip()
+
+
+def _topic_chain(history: list[Turn], recent: list[Turn], tokenizer: Tokenizer, stats: TermStats | None) -> list[str]:
+    """The user's questions whose topic a follow-up continues, latest first: those within the last turns, and
+    earlier ones while the earliest taken was itself a follow-up (at most CHAIN_TURNS more)."""
+    asked = [t.content for t in recent if t.role == "user"][::-1]
+    earlier = [t.content for t in history[: len(history) - len(recent)] if t.role == "user"][::-1]
+    for text in earlier[:CHAIN_TURNS]:
+        if not asked or classify(asked[-1], tokenizer, stats).kind == "new":
+            break
+        asked.append(text)
+    return asked
 
 
 _CITATION = re.compile(r"\[[0-9a-f]{8}#\d+\]")

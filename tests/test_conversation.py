@@ -43,6 +43,22 @@ def test_the_rust_spray_follow_up_finds_the_chemical_control_passage(sample_engi
     answer = sample_engine.answer("那用什么药？什么时候喷？", RUST)
     shown = answer.text + "".join(h.chunk.text for h in answer.evidence)
     assert re.search(r"铜制剂|波尔多液|三唑", shown), answer.text
+    # the chemical-control section itself, first and cited: not the reply's cultural control, nor a variety chapter
+    # that mentions spraying in passing (the reply's words 抗病品种/抗锈品种 are not carried: the user asks past them)
+    assert "抗病品种" not in answer.rewritten_query
+    assert "化学防治" in answer.evidence[0].chunk.section
+    assert any("化学防治" in c.section for c in answer.citations), answer.text
+
+
+def test_a_follow_up_of_a_follow_up_keeps_the_conversations_topic(sample_engine):
+    stats = sample_engine.term_stats
+    history = [*RUST, Turn("user", "那用什么药？什么时候喷？"),
+               Turn("assistant", "以下内容摘自知识库：\n发病前喷铜制剂保护，发病初期用三唑类药剂。[fb82b28b#14]")]
+    rewritten = rewrite_query("要打几次？", history, sample_engine.tokenizer, 2, stats=stats)
+    assert rewritten.startswith("咖啡锈病") and "时候" not in rewritten  # 时候: common Chinese, not a topic
+    # a new question ends the chain: its follow-up does not reach back past it
+    history = [*RUST, *PRUNING]
+    assert "锈病" not in rewrite_query("要剪几次？", history, sample_engine.tokenizer, 2, stats=stats)
 
 
 def test_a_new_question_after_another_topic_ranks_as_it_does_alone(sample_engine):
