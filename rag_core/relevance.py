@@ -52,6 +52,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
                       r"|(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
                       r"|(?:多少|好多|几)\s*(?:毛|角|分钱)|卖钱|赚钱|挣钱|值钱"
+                      r"|一\s*(?:斤|公斤|kg|吨)[^，,。？?\d]{0,4}?(?:多少|好多|几个|几块|几毛)(?!倍|次|天|两|斤|公斤|kg|g|克|个|粒|株|棵)"
                       r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱)"),
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
@@ -73,10 +74,12 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # this manual stops
     ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
-                          r"|好喝|难喝|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
+                          r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
      re.compile(r"(?!)")),
-    # where an organisation or market is: an address
-    ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂)[^，,。？?]{0,3}(?:在哪|在什么地方|在啥地方|地址)"),
+    # what an insurer pays: the manual says only that a loss is reported
+    ("保险理赔", re.compile(r"保险[^，,。？?]{0,6}(?:赔|报销)|理赔"), re.compile(r"赔付|赔偿|理赔|赔多少|\d\s*元")),
+    # where an organisation, market or shop is: an address
+    ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂|店|门市|网点)[^，,。？?]{0,3}(?:在哪|哪里|什么地方|啥地方|地址)"),
      re.compile(r"地址|[路街]\d|\d+号")),
 )
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.

@@ -51,6 +51,11 @@ def test_the_other_kinds_of_asked_fact(hits):
     assert missing_fact("咖啡叶能不能泡水喝？", hits) == "家庭烘焙和冲煮"
     assert missing_fact("全州一年卖出去多少吨生豆？", hits) == "统计数字"
     assert missing_fact("云南有多少户咖啡农？", hits) == "统计数字"
+    assert missing_fact("镇上卖农药的店在哪里？", hits) == "地址"
+    assert missing_fact("买了保险，霜冻了能赔不？", hits) == "保险理赔"
+    assert missing_fact("煮咖啡要煮几分钟？", hits) == "家庭烘焙和冲煮"
+    assert missing_fact("收购站一公斤给到好多？", hits) == "价格"
+    assert missing_fact("一斤鲜果能出几两生豆？", hits) == ""  # a yield, not a price
 
 
 def test_names_jieba_splits_into_characters_are_found(sample_engine):
