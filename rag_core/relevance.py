@@ -77,7 +77,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
      re.compile(r"(?!)")),
     # what an insurer pays: the manual says only that a loss is reported
-    ("保险理赔", re.compile(r"保险[^，,。？?]{0,6}(?:赔|报销)|理赔"), re.compile(r"赔付|赔偿|理赔|赔多少|\d\s*元")),
+    ("保险理赔", re.compile(r"保险[^。？?]{0,8}(?:赔|报销)|理赔"), re.compile(r"赔付|赔偿|理赔|赔多少|\d\s*元")),
     # where an organisation, market or shop is: an address
     ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂|店|门市|网点)[^，,。？?]{0,3}(?:在哪|哪里|什么地方|啥地方|地址)"),
      re.compile(r"地址|[路街]\d|\d+号")),
