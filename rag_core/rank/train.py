@@ -28,7 +28,7 @@ from ..index.layout import Layout
 from ..index.store import IndexReader
 from ..lexical import Tokenizer
 from ..models import Embedder
-from .encoder import E5_FEATURES, E5_MODEL_KEY, E5Encoder
+from .encoder import E5_FEATURES, E5Encoder
 from .features import FEATURES, CorpusStats
 from .infer import Featurizer, e5_for
 from .model import NAME_E5, STATS_FILE, LinearRanker, RankerUnavailable, fit_pairwise, load_ranker
@@ -182,7 +182,7 @@ def train_for_build(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer:
         info = {"labelled": sum(1 for g in usable if g.example.key.startswith("dev:")),
                 "pseudo": sum(1 for g in usable if g.example.key.startswith("pseudo:")),
                 "candidates": cfg.retrieval.learned_candidates, "gold_files": [p.name for p in paths if p.exists()],
-                "e5": E5_MODEL_KEY if e5 is not None else None, "key": key}
+                "e5": e5.name if e5 is not None else None, "key": key}
         model = fit(usable, info)
         info["seconds"] = round(time.monotonic() - started, 2)
         model.save(build_dir)
