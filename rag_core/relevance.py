@@ -1,14 +1,19 @@
 """Does the knowledge base cover the question? Offline there is no calibrated neural relevance score, so the
 decision is lexical and explainable, from the corpus itself and the question's structure, and names what is missing:
 
-1. a topical word of the question (a noun, a name, an agrochemical or pest) that occurs nowhere in the corpus, when
-   the question names little the corpus does know, or when it is a chemical or pest name (阿维菌素, 吡虫啉);
-2. a time-bound or out-of-scope topic (prices, subsidies, forecasts) or a named pest, disease, input or crop
+1. a topical word of the question that occurs nowhere in the corpus, when the question names little the corpus does
+   know, or whatever else it names when the word is a name: an agrochemical or pest (阿维菌素, 啶虫脒 even when jieba
+   splits it, 卷叶虫), a crop (核桃, 沃柑), a Latin-letter brand, model or scheme (4C);
+2. another crop the corpus mentions only in passing (甘蔗, 杧果), asked about in a question that does not name coffee
+   or the crop's role beside it (shade, intercrop);
+3. a time-bound or out-of-scope topic (subsidies, loans, compensation) or a named pest, disease, input or crop
    (红蜘蛛, 沼液 …) that the corpus lacks (character patterns, the older test);
-3. the kind of fact the question asks for (a price, a forecast, a brand or vendor, paperwork, a year) absent from the
-   best evidence: the near miss, where the knowledge base has the topic but not the fact;
-4. the best evidence covers too little of what the question asks (weighted share of its content words).
-Measured on dev, dev-switch and adversarial-oos (tests/data/eval); dev2 is kept for checking.
+4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
+   of money, a forecast, a brand or vendor, paperwork, a year, a person, a total in a unit, an address, an insurer's
+   payment, home roasting and brewing: the near miss, where the knowledge base has the topic but not the fact;
+5. the best evidence covers too little of what the question asks (weighted share of its content words).
+The asks are the ways Chinese asks for a kind of fact (多少钱, 几个钱, 会不会下霜), not topics of a question set.
+Tuned on dev, dev-multiturn and adversarial-oos (tests/data/eval); adversarial-oos2 and dev2 are kept for checking.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from .termstats import TermStats
 
 MIN_COVERAGE = 0.12
 
-# Topics an agronomy manual does not answer; a question is refused on them only when the corpus lacks the word.
+# Topics an agronomy manual does not answer (money and policy); refused on them only when the corpus lacks the word.
 _SCOPE = re.compile(
     r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|补偿|赔偿|理赔|贷款|保险|政府|政策|申请|合同"
 )
