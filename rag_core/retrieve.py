@@ -169,6 +169,8 @@ class Retriever:
         turn it continues in plain words, is what the learned ranker's sentence encoder reads."""
         learned = channels.rerank and self.reranker is None and self.learned is not None
         size = self.cfg.learned_candidates if learned else self.cfg.rerank_candidates
+        if learned and (context or (rewritten or query).strip()):  # e5 encodes the question while BM25 and dense run
+            self.learned.prefetch(context or clip_query(rewritten or query, self.cfg.max_query_chars)[0])
         pool = self.pool(query, rewritten, channels, size, context)
         timings, warnings, fused = pool.timings, pool.warnings, pool.fused
         candidates = [pos for pos, _ in fused]

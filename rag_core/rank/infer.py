@@ -131,6 +131,12 @@ class LearnedReranker:
                           level=logging.INFO if encoder == "off" else logging.WARNING)
         return cls(model, Featurizer(index, tokenizer, load_stats(index), rrf_k, e5))
 
+    def prefetch(self, text: str) -> None:
+        """The question's e5 vector, started early (`text`: what e5_columns will encode), when the encoder can."""
+        prefetch = getattr(self.featurize.e5, "prefetch", None)  # an encoder needs only `query`
+        if self.model.uses_e5 and prefetch is not None:
+            prefetch(text)
+
     def score(self, pool: "Pool", query: str = "") -> list[float]:
         x = self.featurize.base(pool)
         if self.model.uses_e5:
