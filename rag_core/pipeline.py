@@ -161,7 +161,8 @@ class Engine:
         warnings = list(retrieval.warnings)
         hits = retrieval.evidence
         t = time.perf_counter()
-        coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text, self.term_stats)
+        coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text, self.term_stats,
+                          asked=question)
         covered = bool(hits) and (coverage.covered or not options.refuse)
         if not covered:
             text, mode, cited = not_covered(coverage.missing), "extractive", []
