@@ -33,6 +33,6 @@ VOLUME ["/data"]
 # 8080: the WeChat callback (and /healthz, /metrics when WeChat runs); 9810: /healthz and /metrics otherwise.
 EXPOSE 8080 9810
 # The first start builds the index of /kb before it answers: give it time.
-HEALTHCHECK --interval=30s --timeout=10s --start-period=300s --retries=3 CMD ["coffeebot", "health", "--timeout", "8"]
+HEALTHCHECK --interval=30s --timeout=10s --start-period=900s --retries=3 CMD ["coffeebot", "health", "--timeout", "8"]
 STOPSIGNAL SIGTERM
 CMD ["coffeebot", "serve"]

@@ -162,7 +162,8 @@ def engine_for(cfg: Config, args, need_llm: bool = False, build_if_missing: bool
     api_key = Secrets.from_env().llm_api_key if need_llm else None
     engine = load_engine(cfg, api_key=api_key, with_reranker=with_reranker)
     if build_if_missing and Layout(cfg.data_dir).current_id() is None:
-        print(f"first run: building the index of {cfg.kb_dir} …", file=sys.stderr)
+        print(f"first run: building the index of {cfg.kb_dir} (a few minutes: every passage is encoded once for the "
+              f"ranker; later builds reuse them) …", file=sys.stderr)
         run_build(cfg, engine, progress=sys.stderr.isatty())
     return engine
 

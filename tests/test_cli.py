@@ -16,7 +16,8 @@ HIT_KEYS = {"id", "doc", "text", "score", "ranks"}
 
 def write_config(path: Path, data_dir: Path, kb_dir: Path = REPO / "kb") -> Path:
     path.write_text(
-        f'[paths]\nkb_dir = "{kb_dir}"\ndata_dir = "{data_dir}"\n[models]\nembedder = "hashing"\nreranker = ""\n',
+        f'[paths]\nkb_dir = "{kb_dir}"\ndata_dir = "{data_dir}"\n[models]\nembedder = "hashing"\nreranker = ""\n'
+        '[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8",
     )
     return path

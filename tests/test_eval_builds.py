@@ -25,6 +25,9 @@ def test_an_eval_build_without_e5_vectors_is_rebuilt_once_e5_is_on(tmp_path):
     again = EngineFactory(on, tmp_path / "eval")
     second = Layout(again.index_config(embedder, "configured").data_dir).current_dir()
     assert second != first and (second / E5_FILE).exists()
+    # through the project's embedding cache (a second cache under eval/ would encode every passage again)
+    assert Layout(off.data_dir).embedding_cache.exists()
+    assert not Layout(second.parent.parent).embedding_cache.exists()
     # and a current one is reused
     third = Layout(EngineFactory(on, tmp_path / "eval").index_config(embedder, "configured").data_dir).current_dir()
     assert third == second

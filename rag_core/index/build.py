@@ -220,19 +220,21 @@ def build_index(
     progress: bool = False,
     gate: Callable[[Path], str | None] | None = None,
     reuse: bool = True,
+    embedding_cache: Path | None = None,
 ) -> BuildReport:
     """Build a new index version beside the current one and swap it in.
 
     `gate(build_dir)` may veto the swap by returning a reason; the build is then kept aside under builds/ (a gate's
     `summary` attribute, when it has one, goes into the report). `reuse=False` parses every document again.
+    `embedding_cache` is the data folder's cache unless given (the eval's builds share the project's).
     Raises BuildInProgress when another build holds the lock.
     """
     layout = Layout(cfg.data_dir)
     with build_lock(layout):
-        return _build(cfg, layout, embedder, tokenizer, progress, gate, reuse)
+        return _build(cfg, layout, embedder, tokenizer, progress, gate, reuse, embedding_cache or layout.embedding_cache)
 
 
-def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> BuildReport:
+def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse, cache_path: Path) -> BuildReport:
     started = time.monotonic()
     layout.clean_stale_tmp()
     build_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -251,7 +253,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse) -> B
     prev_docs = previous.get("documents", {})
     fp = fingerprint(cfg, embedder, tokenizer)
     reusable = _load_previous(layout, previous, fp) if reuse else None
-    cache = EmbeddingCache(layout.embedding_cache)
+    cache = EmbeddingCache(cache_path)
     doc_rows: list[dict] = []
     chunks: list[Chunk] = []
     tokens: list[list[str] | None] = []  # None: not tokenised yet
