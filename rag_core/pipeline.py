@@ -91,7 +91,7 @@ class Engine:
         """How specific each word is in the served build (for HAR and the coverage test)."""
         index = self.index
         if self._stats is None or self._stats[0] != index.build_id:
-            self._stats = (index.build_id, TermStats([f"{c.section}\n{c.text}" for c in index.chunks]))
+            self._stats = (index.build_id, TermStats.of_chunks(index.chunks))
         return self._stats[1]
 
     def _llm_rewrite(self) -> Callable[[str, Sequence[Turn]], str | None] | None:

@@ -13,6 +13,11 @@ GENERIC_SHARE = 0.05  # a word in more than this share of passages is the domain
 
 
 class TermStats:
+    @classmethod
+    def of_chunks(cls, chunks) -> "TermStats":
+        """The statistics of a build: each chunk with its heading path."""
+        return cls([f"{c.section}\n{c.text}" for c in chunks])
+
     def __init__(self, texts: Sequence[str]):
         self._texts = [t for t in texts if t]
         self._cache: dict[str, float] = {}

@@ -246,3 +246,18 @@ def test_a_prefetched_question_is_encoded_once_and_waited_for():
     assert model.threads == {t for t in model.threads if t != threading.get_ident()}  # it ran on another thread
     encoder.prefetch("咖啡锈病怎么防治")  # known: nothing to do
     assert encoder.query("咖啡锈病怎么防治") is vector and model.calls == ["咖啡锈病怎么防治"]
+
+
+def test_labelled_follow_ups_are_rewritten_for_training_as_the_pipeline_rewrites_them(sample_engine):
+    from pathlib import Path
+
+    from rag_core.eval.gold import load_gold
+    from rag_core.rank.train import gold_examples
+
+    path = Path(__file__).parent / "data" / "eval" / "dev-multiturn.jsonl"
+    items = {f"dev:{i.id}": i for i in load_gold(path)}
+    examples = gold_examples(sample_engine.index, sample_engine.tokenizer, sample_engine.cfg.history.har_turns, [path])
+    assert len(examples) >= 15
+    for ex in examples:  # the ranker learns from the query it will be given (the build's term statistics decide)
+        item = items[ex.key]
+        assert ex.rewritten == sample_engine.rewrite(item.question, item.history), item.question

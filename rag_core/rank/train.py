@@ -28,6 +28,7 @@ from ..index.layout import Layout
 from ..index.store import IndexReader
 from ..lexical import Tokenizer
 from ..models import Embedder
+from ..termstats import TermStats
 from .encoder import E5_FEATURES, E5Encoder
 from .features import FEATURES, CorpusStats
 from .infer import Featurizer, e5_for
@@ -60,7 +61,9 @@ class Group:
 
 
 def gold_examples(index: IndexReader, tokenizer: Tokenizer, har_turns: int, paths: Sequence[Path]) -> list[Example]:
-    """Answerable items of the gold files whose quotes map to this build's chunks."""
+    """Answerable items of the gold files whose quotes map to this build's chunks, a follow-up rewritten as the
+    pipeline rewrites it (with the build's term statistics)."""
+    term_stats = TermStats.of_chunks(index.chunks)
     documents = {d["path"]: d["text"] for d in index.documents.values()}
     out = []
     for path in paths:
@@ -72,7 +75,7 @@ def gold_examples(index: IndexReader, tokenizer: Tokenizer, har_turns: int, path
         for item in items:
             gold = {index.position[c] for c in mapping.gold.get(item.id, ()) if c in index.position}
             if gold:
-                rewritten = rewrite_query(item.question, item.history, tokenizer, har_turns)
+                rewritten = rewrite_query(item.question, item.history, tokenizer, har_turns, stats=term_stats)
                 context = conversation_text(item.question, item.history, har_turns) if rewritten != item.question else ""
                 out.append(Example(f"dev:{item.id}", item.question, rewritten, frozenset(gold), context))
     return out
