@@ -241,6 +241,13 @@ def extractive_answer(
             used += len(extra.text)
             if extra.hit_rank not in sources:
                 sources.append(extra.hit_rank)
+    # "怎么防治" is answered by every control section under the same heading (农业防治 and 化学防治 under
+    # 锈病的防治方法): the best sentence of a sibling section among the evidence joins, cited on its own.
+    if asked_intents(question)[:1] == [CONTROL]:
+        extra = _sibling_section(chosen, all_candidates, hits, 0.5 * best)
+        if extra is not None and used + len(extra.text) <= budget * 1.5:
+            chosen.append(extra)
+            sources.append(extra.hit_rank)
     lines = []
     for rank in sources:
         group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)
@@ -249,6 +256,32 @@ def extractive_answer(
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""
     return f"{EXTRACTIVE_HEADER}\n{bullets}{gap}", [hits[r].chunk.id for r in sources]
+
+
+CONTROL, REMEDY = 0, 1  # INTENTS[0]: how to control or treat; INTENTS[1]: what to spray
+
+
+def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits: Sequence[Hit], floor: float) -> _Sentence | None:
+    """The best candidate from a passage in another control section under the same parent heading as the first
+    chosen passage (same document), not already cited."""
+    if not chosen:
+        return None
+    first = hits[chosen[0].hit_rank].chunk
+    parent, _, leaf = first.section.rpartition(" › ")
+    if not parent or not INTENTS[CONTROL][1].search(leaf):
+        return None
+    cited = {c.hit_rank for c in chosen}
+    # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
+    def leaf_of(c: _Sentence) -> str:
+        return hits[c.hit_rank].chunk.section.rpartition(" › ")[2]
+
+    for c in sorted(candidates, key=lambda c: not INTENTS[REMEDY][1].search(leaf_of(c))):
+        chunk = hits[c.hit_rank].chunk
+        p, _, l = chunk.section.rpartition(" › ")
+        if (c.hit_rank not in cited and c.score >= floor and chunk.docid == first.docid and p == parent and l != leaf
+                and INTENTS[CONTROL][1].search(l) and not any(_similar(c.text, o.text) for o in chosen)):
+            return c
+    return None
 
 
 # A question asking how many, how much or how long wants a number; when the passages shown hold none, say so rather

@@ -209,3 +209,11 @@ def test_a_follow_up_in_plain_words_has_the_previous_question_and_the_reply_with
     assert text.startswith("咖啡锈病怎么防治？ 选用抗病品种") and text.endswith(" 那用什么药？")
     assert "[" not in text and EXTRACTIVE_HEADER not in text
     assert conversation_text("那用什么药？", []) == "那用什么药？"
+
+
+def test_how_to_control_gets_the_cultural_and_the_chemical_section(sample_engine):
+    # "怎么防治" is answered by each control section under the same heading: not by the cultural one alone
+    answer = sample_engine.answer("咖啡锈病怎么防治？")
+    leaves = [c.section.rpartition(" › ")[2] for c in answer.citations]
+    assert any("农业防治" in leaf for leaf in leaves) and any("化学防治" in leaf for leaf in leaves), answer.text
+    assert len(answer.citations) == 2 and len(answer.text) < 600
