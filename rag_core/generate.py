@@ -152,6 +152,7 @@ INTENTS = (
     (re.compile(r"怎么恢复|咋恢复|怎么救|咋救|还有救|怎么补救|怎么管|咋管|怎么处理"), re.compile(r"恢复|补救|管理|复壮|更新")),
 )
 INTENT_WEIGHT = 6.0  # as much as a four-character domain term
+ANSWER_WEIGHT = 3.0  # a sentence that itself holds the kind of answer asked for (a time for 什么时候)
 RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
 
 
@@ -176,6 +177,7 @@ def extractive_answer(
     within about `budget` characters; `context` is the HAR-rewritten question, whose carried-over terms count
     half. Returns (text, cited ids)."""
     terms = query_terms(question, tokenizer, context)
+    asked_kinds = asked_intents(question)
     candidates: list[_Sentence] = []
     for rank, hit in enumerate(hits):
         text = hit.chunk.text
@@ -199,7 +201,8 @@ def extractive_answer(
                 asked = sent
                 continue
             frame = f"{heading}\n{asked}"
-            score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)) * prior
+            score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
+                     + ANSWER_WEIGHT * len(set(asked_kinds) & _intents(sent))) * prior
             if score > 0:
                 candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}")))
     if not candidates:

@@ -217,3 +217,18 @@ def test_how_to_control_gets_the_cultural_and_the_chemical_section(sample_engine
     leaves = [c.section.rpartition(" › ")[2] for c in answer.citations]
     assert any("农业防治" in leaf for leaf in leaves) and any("化学防治" in leaf for leaf in leaves), answer.text
     assert len(answer.citations) == 2 and len(answer.text) < 600
+
+
+def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
+    # the frost chapter's symptom passage ranked first, its "don't prune yet: wait 2–4 weeks" passage second (as the
+    # e5 ranker orders them for 那冻死的枝条什么时候剪 after a frost question): the time is what was asked
+    from rag_core.generate import extractive_answer
+    from rag_core.records import Hit
+
+    chunks = {c.id: c for c in sample_engine.index.chunks}
+    symptoms = next(c for c in chunks.values() if c.section.endswith("二、枝梢和主干受冻的症状"))
+    wait = next(c for c in chunks.values() if c.section.endswith("一、不要急于修剪"))
+    hits = [Hit(symptoms, 2.6, {"rerank": 1}), Hit(wait, 2.1, {"rerank": 2})]
+    text, cited = extractive_answer("那冻死的枝条什么时候剪？", hits, sample_engine.tokenizer,
+                                    context="霜冻 冻伤 冻死的枝条什么时候剪？")
+    assert cited[0] == wait.id, text
