@@ -310,7 +310,7 @@ def config_for(tmp_path: Path, sample_cfg, base_url: str = "http://127.0.0.1:9/v
     path = tmp_path / "config.toml"
     path.write_text(
         f'[paths]\nkb_dir = "{REPO / "kb"}"\ndata_dir = "{sample_cfg.data_dir}"\n'
-        f'[models]\nembedder = "hashing"\nreranker = ""\n'
+        f'[models]\nembedder = "hashing"\nreranker = ""\n[retrieval]\nranker_encoder = "off"\n'
         f'[llm]\nbase_url = "{base_url}"\ntimeout_s = 10\nmax_retries = 0\n',
         encoding="utf-8",
     )

@@ -258,7 +258,7 @@ def test_build_killed_with_sigkill_leaves_the_old_index_serving(live, tokenizer,
     config = tmp_path / "coffeebot.toml"
     config.write_text(
         f'[paths]\nkb_dir = "{live.kb_dir}"\ndata_dir = "{live.data_dir}"\n'
-        '[models]\nembedder = "hashing"\nreranker = ""\n',
+        '[models]\nembedder = "hashing"\nreranker = ""\n[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8",
     )
     for n in range(6):  # new text to embed and index, so the build has work to do once its folder exists

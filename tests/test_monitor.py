@@ -220,7 +220,8 @@ def test_serve_with_only_the_console_answers_healthz_and_metrics(sample_cfg, tmp
     config = tmp_path / "config.toml"
     config.write_text(
         f'[paths]\nkb_dir = "{sample_cfg.kb_dir}"\ndata_dir = "{tmp_path / "data"}"\n'
-        f'[models]\nembedder = "hashing"\nreranker = ""\n[monitor]\nport = {port}\n', encoding="utf-8")
+        f'[models]\nembedder = "hashing"\nreranker = ""\n'
+        f'[retrieval]\nranker_encoder = "off"\n[monitor]\nport = {port}\n', encoding="utf-8")
     import shutil
 
     shutil.copytree(sample_cfg.data_dir, tmp_path / "data", ignore=shutil.ignore_patterns("history*", "eval"))

@@ -166,7 +166,8 @@ async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
 def test_a_worker_needs_a_channel(tmp_path):
     config = tmp_path / "worker.toml"
     data = tmp_path / "data"
-    config.write_text(f'[paths]\nkb_dir = "{KB}"\ndata_dir = "{data}"\n[models]\nembedder = "hashing"\n',
+    config.write_text(f'[paths]\nkb_dir = "{KB}"\ndata_dir = "{data}"\n[models]\nembedder = "hashing"\n'
+        '[retrieval]\nranker_encoder = "off"\n',
                       encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WECHAT_", "TELEGRAM_"))}
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(config), "serve", "--role", "worker"],

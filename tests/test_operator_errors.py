@@ -93,7 +93,8 @@ def test_each_fallback_warning_is_printed_once(sample_cfg, tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(
         f'[paths]\nkb_dir = "{sample_cfg.kb_dir}"\ndata_dir = "{sample_cfg.data_dir}"\n'
-        '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n',
+        '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n'
+        '[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8")
     out = coffeebot("--config", str(config), "ask", "咖啡锈病怎么防治")
     assert out.returncode == 0, out.stderr
@@ -111,7 +112,8 @@ def test_eval_logs_each_warning_once(sample_cfg, tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(
         f'[paths]\nkb_dir = "{sample_cfg.kb_dir}"\ndata_dir = "{tmp_path / "data"}"\n'
-        '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n',
+        '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n'
+        '[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8")
     out = coffeebot("--config", str(config), "eval", "--gold", str(gold), "--systems", "full,b1,b2b",
                     "--out", str(tmp_path / "out"), "--resamples", "50")

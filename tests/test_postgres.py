@@ -252,6 +252,7 @@ def test_an_unreachable_database_is_one_clear_line_without_the_password(tmp_path
     config = tmp_path / "c.toml"
     data = tmp_path / "data"
     config.write_text(f'[paths]\nkb_dir = "{KB}"\ndata_dir = "{data}"\n[models]\nembedder = "hashing"\n'
+        '[retrieval]\nranker_encoder = "off"\n'
                       f'[storage]\nurl = "postgresql://bot:hunter2-secret@127.0.0.1:{port}/coffee"\n', encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WECHAT_", "TELEGRAM_"))}
     env |= {"WECHAT_APP_ID": APPID, "WECHAT_TOKEN": TOKEN}  # a worker (it builds no index) with a channel
