@@ -234,7 +234,7 @@ def extractive_answer(
             sources.append(c.hit_rank)
     # A question with two asks ("用什么药？什么时候喷？") gets a sentence for each when the evidence has one, even
     # from a further passage, cited on its own.
-    for intent in asked_intents(question)[1:]:
+    for intent in asked_kinds[1:]:
         if any(intent in c.answers for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
@@ -246,7 +246,7 @@ def extractive_answer(
                 sources.append(extra.hit_rank)
     # "怎么防治" is answered by every control section under the same heading (农业防治 and 化学防治 under
     # 锈病的防治方法): the best sentence of a sibling section among the evidence joins, cited on its own.
-    if asked_intents(question)[:1] == [CONTROL]:
+    if asked_kinds[:1] == [CONTROL]:
         extra = _sibling_section(chosen, all_candidates, hits, 0.5 * best)
         if extra is not None and used + len(extra.text) <= budget * 1.5:
             chosen.append(extra)
@@ -274,17 +274,16 @@ def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits:
     if not parent or not INTENTS[CONTROL][1].search(leaf):
         return None
     cited = {c.hit_rank for c in chosen}
-    # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
-    def leaf_of(c: _Sentence) -> str:
-        return hits[c.hit_rank].chunk.section.rpartition(" › ")[2]
-
-    for c in sorted(candidates, key=lambda c: not INTENTS[REMEDY][1].search(leaf_of(c))):
+    siblings: list[tuple[_Sentence, str]] = []  # (candidate, its section's own heading), best score first
+    for c in candidates:
         chunk = hits[c.hit_rank].chunk
         p, _, l = chunk.section.rpartition(" › ")
         if (c.hit_rank not in cited and c.score >= floor and chunk.docid == first.docid and p == parent and l != leaf
                 and INTENTS[CONTROL][1].search(l) and not any(_similar(c.text, o.text) for o in chosen)):
-            return c
-    return None
+            siblings.append((c, l))
+    # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
+    best = min(siblings, key=lambda s: not INTENTS[REMEDY][1].search(s[1]), default=None)
+    return best[0] if best else None
 
 
 # A question asking how many, how much or how long wants a number; when the passages shown hold none, say so rather

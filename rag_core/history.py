@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
+from .citations import CANONICAL
 from .generate import EXTRACTIVE_HEADER
 from .lexical import Tokenizer
 from .records import Turn
@@ -163,16 +164,13 @@ def _topic_chain(history: list[Turn], recent: list[Turn], tokenizer: Tokenizer, 
     return asked
 
 
-_CITATION = re.compile(r"\[[0-9a-f]{8}#\d+\]")
-
-
 def conversation_text(question: str, history: Sequence[Turn], turns: int = 2) -> str:
     """A follow-up in plain words, as a sentence encoder reads it: the user's previous question, the opening of the
     reply (without citation tags or the extractive header line), then the question."""
     recent = list(history)[-turns:] if turns > 0 else []
     previous = next((t.content for t in reversed(recent) if t.role == "user"), "")
     reply = next((t.content for t in reversed(recent) if t.role == "assistant"), "")
-    reply = _CITATION.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
+    reply = CANONICAL.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
     return " ".join(part.strip() for part in (previous, reply[:REPLY_CHARS], question) if part.strip())
 
 

@@ -114,11 +114,10 @@ class Engine:
         # a rewritten question is read by the ranker's sentence encoder with the turn it continues, in plain words
         context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
         result = self.retriever.search(question, rewritten, options.channels, context)
-        if rewritten != question and history:
-            if kind == "ambiguous":
-                result = self._hedge(result, question, history, options)
-            else:
-                result = self._follow_topic(result, history, options)
+        if kind == "ambiguous":
+            result = self._hedge(result, question, history, options)
+        elif kind == "followup":
+            result = self._follow_topic(result, history, options)
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
