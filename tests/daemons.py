@@ -71,6 +71,16 @@ def start_wechat_role(config: Path, role: str, log: Path) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL)
 
 
+def serving(port: int) -> str | None:
+    """The index build the daemon on 127.0.0.1:port has loaded (its /healthz `index.build` once `loaded`)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            index = json.load(r).get("index", {})
+    except (OSError, ValueError):
+        return None
+    return index.get("build") if index.get("loaded") else None
+
+
 def healthy(port: int) -> bool:
     """`GET /healthz` on 127.0.0.1:port answers 200."""
     try:

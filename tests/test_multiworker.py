@@ -22,7 +22,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import KB, REPO
-from tests.daemons import WECHAT_ENV, healthy, start_wechat_role, wait_until, write_daemon_config
+from tests.daemons import WECHAT_ENV, healthy, serving, start_wechat_role, wait_until, write_daemon_config
 from tests.fakes import FakeWeChatAPI, WeChatPlatform
 from tests.servers import chroma_url, free_port, pg_cluster, postgres_url  # noqa: F401 - fixtures
 
@@ -123,6 +123,10 @@ async def test_two_workers_and_a_builder(tmp_path, postgres_url, chroma_url):
                 k += 1
                 assert k < 300, "the builder did not publish a new build"
                 await asyncio.sleep(0.1)
+            new_build = (data / "CURRENT").read_text().strip()
+            for port in ports.values():  # a worker answers from the old build while it loads the new one
+                await wait_until(lambda: serving(port) == new_build, 45, f"the worker on {port} to load {new_build}",
+                                 procs.values())
             for worker in ("a", "b"):
                 await wx.post(worker, wx.text(f"o-new-{worker}", NEW_QUESTION))
             for worker in ("a", "b"):
