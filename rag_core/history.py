@@ -128,6 +128,15 @@ def rewrite_query(
             rewritten = None
         if rewritten and 2 <= len(rewritten.strip()) <= 200:
             return rewritten.strip()
+    return carry_topic(question, history, tokenizer, turns, stats)
+
+
+def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, turns: int = 2,
+                stats: TermStats | None = None) -> str:
+    """The question preceded by the topic terms of the user's recent questions (then of the opening of the reply),
+    whatever its kind: `rewrite_query` for a follow-up, and the contextual reading of a new question that continues
+    the conversation (`Engine.search`)."""
+    recent = list(history)[-turns:] if turns > 0 else []
     present = set(_content_words(question, tokenizer)) | set(tokenizer.entities(question))
     carried: list[str] = []
 

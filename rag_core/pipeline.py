@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from .citations import backfill, validate_citations
 from .config import Config
 from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered
-from .history import classify, conversation_text, inject_history, rewrite_query
+from .history import carry_topic, classify, conversation_text, inject_history, rewrite_query
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
@@ -25,6 +25,8 @@ from .termstats import TermStats
 log = logging.getLogger(__name__)
 
 FOLLOW_DOCS = 2  # a follow-up stays with the documents of the previous question's first FOLLOW_DOCS passages
+CONTINUE_PREVIOUS_DOCS = 2  # a new question continues the conversation when the documents of the previous question's …
+CONTINUE_OWN_DOCS = 3  # … first passages meet those of its own first passages
 HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this many of its own passages in the evidence
 
 
@@ -114,7 +116,9 @@ class Engine:
         # a rewritten question is read by the ranker's sentence encoder with the turn it continues, in plain words
         context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
         result = self.retriever.search(question, rewritten, options.channels, context)
-        if kind == "ambiguous":
+        if kind == "new" and history and options.har:
+            result = self._continue(result, question, history, options)
+        elif kind == "ambiguous":
             result = self._hedge(result, question, history, options)
         elif kind == "followup":
             result = self._follow_topic(result, history, options)
@@ -122,17 +126,35 @@ class Engine:
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
 
+    def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options) -> Retrieval:
+        """A question that names its own topic yet stays in the conversation's documents ("排水沟要挖好深？" after "雨季
+        地里积了水") is also read in the conversation's context: its own passages and the contextual ones alternate,
+        its own first. A question whose passages meet none of the previous question's documents is a new topic: as is."""
+        previous = next((t.content for t in reversed(history) if t.role == "user"), "")
+        if not previous:
+            return result
+        before = self.retriever.search(previous, previous, options.channels).evidence[:CONTINUE_PREVIOUS_DOCS]
+        if not {h.chunk.docid for h in before} & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
+            return result
+        turns = self.cfg.history.har_turns
+        rewritten = carry_topic(question, history, self.tokenizer, turns, self.term_stats)
+        if rewritten == question:
+            return result
+        contextual = self.retriever.search(question, rewritten, options.channels,
+                                           conversation_text(question, history, turns))
+        alternating = [hit for pair in zip(result.evidence, contextual.evidence) for hit in pair]
+        evidence = _first_of_each(len(result.evidence), alternating, result.evidence, contextual.evidence)
+        timings = {**result.timings_ms, "context": sum(contextual.timings_ms.values())}
+        return replace(result, evidence=evidence, timings_ms=timings)
+
     def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
         opening mostly is one), with the two best passages for the question asked alone in the top 5 too."""
         followed = self._follow_topic(result, history, options)
         alone = self.retriever.search(question, question, options.channels)
         n = len(followed.evidence)
-        ordered = [*followed.evidence[: n - HEDGE_ALONE], *alone.evidence[:HEDGE_ALONE], *followed.evidence, *alone.evidence]
-        first: dict[str, Hit] = {}
-        for hit in ordered:
-            first.setdefault(hit.chunk.id, hit)
-        evidence = tuple(first.values())[:n]
+        evidence = _first_of_each(n, followed.evidence[: n - HEDGE_ALONE], alone.evidence[:HEDGE_ALONE],
+                                  followed.evidence, alone.evidence)
         timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
         return replace(followed, evidence=evidence, timings_ms=timings)
 
@@ -228,3 +250,11 @@ def load_engine(cfg: Config, api_key: str | None = None, with_reranker: bool = T
 
         chat = OpenAIChatModel(cfg.llm, api_key)
     return Engine(cfg, make_tokenizer(cfg), loaded.embedder, loaded.reranker, chat, tuple(warnings))
+
+
+def _first_of_each(n: int, *rankings: Sequence[Hit]) -> tuple[Hit, ...]:
+    """The first `n` distinct passages of the rankings read one after another."""
+    first: dict[str, Hit] = {}
+    for hit in (h for ranking in rankings for h in ranking):
+        first.setdefault(hit.chunk.id, hit)
+    return tuple(first.values())[:n]

@@ -68,6 +68,19 @@ def test_a_new_question_after_another_topic_ranks_as_it_does_alone(sample_engine
         assert after == alone
 
 
+def test_a_new_question_in_the_conversations_documents_is_also_read_in_its_context(sample_engine):
+    # 排水沟 names its own topic, but after "the rainy season floods my field" its passages and the previous
+    # question's share documents: the conversation continues, and a rainy-season passage joins the question's own
+    history = [Turn("user", "今年雨季雨水特别多，咖啡地里老是积水"), Turn("assistant", "以下内容摘自知识库：\n雨季要及时排水。")]
+    question = "排水沟要挖多宽？"
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
+    alone = sample_engine.search(question).evidence
+    after = sample_engine.search(question, history).evidence
+    assert after[0].chunk.id == alone[0].chunk.id  # its own best passage stays first
+    assert not any("雨季水肥" in h.chunk.section for h in alone[:3])
+    assert any("雨季水肥" in h.chunk.section for h in after[:3]), [h.chunk.section for h in after]
+
+
 @pytest.mark.parametrize("question", ["那咖啡锈病怎么防治？", "那湿法加工发酵要多长时间？"])
 def test_a_new_question_opened_with_na_keeps_its_own_passages(sample_engine, question):
     # "那…" leans on the previous turn, yet the question names its own topic: it is ambiguous, and its own
