@@ -85,6 +85,12 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     return QuestionKind("new", strength, "names its own topic")
 
 
+def leans_back(question: str) -> bool:
+    """Whether the question itself signals that it continues the conversation (它, 那…, …呢), beyond naming little."""
+    q = question.strip()
+    return bool(_BACK_REFERENCE.search(q) or _LEANING_OPENING.search(q) or _WHAT_ABOUT.search(q))
+
+
 def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:
     return classify(question, tokenizer, stats).kind != "new"
 

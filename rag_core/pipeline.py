@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from .citations import backfill, validate_citations
 from .config import Config
 from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered
-from .history import carry_topic, classify, conversation_text, inject_history, rewrite_query
+from .history import carry_topic, classify, conversation_text, inject_history, leans_back, rewrite_query
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
@@ -28,6 +28,7 @@ FOLLOW_DOCS = 2  # a follow-up stays with the documents of the previous question
 CONTINUE_PREVIOUS_DOCS = 2  # a new question continues the conversation when the documents of the previous question's …
 CONTINUE_OWN_DOCS = 3  # … first passages meet those of its own first passages
 HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this many of its own passages in the evidence
+BARE_ALONE = 1  # a follow-up only by naming little ("一月份咖啡园的水该咋个管？": no 它, 那…, …呢) keeps its best one
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ class Engine:
         if kind == "new" and history and options.har:
             result = self._continue(result, question, history, options)
         elif kind == "ambiguous":
-            result = self._hedge(result, question, history, options)
+            result = self._hedge(result, question, history, options, HEDGE_ALONE)
+        elif kind == "followup" and not leans_back(question):
+            result = self._hedge(result, question, history, options, BARE_ALONE)
         elif kind == "followup":
             result = self._follow_topic(result, history, options)
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
@@ -147,13 +150,14 @@ class Engine:
         timings = {**result.timings_ms, "context": sum(contextual.timings_ms.values())}
         return replace(result, evidence=evidence, timings_ms=timings)
 
-    def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options) -> Retrieval:
+    def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
+               keep: int) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
-        opening mostly is one), with the two best passages for the question asked alone in the top 5 too."""
+        opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too."""
         followed = self._follow_topic(result, history, options)
         alone = self.retriever.search(question, question, options.channels)
         n = len(followed.evidence)
-        evidence = _first_of_each(n, followed.evidence[: n - HEDGE_ALONE], alone.evidence[:HEDGE_ALONE],
+        evidence = _first_of_each(n, followed.evidence[: n - keep], alone.evidence[:keep],
                                   followed.evidence, alone.evidence)
         timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
         return replace(followed, evidence=evidence, timings_ms=timings)

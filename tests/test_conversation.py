@@ -68,6 +68,16 @@ def test_a_new_question_after_another_topic_ranks_as_it_does_alone(sample_engine
         assert after == alone
 
 
+def test_a_follow_up_only_by_naming_little_keeps_its_own_best_passage(sample_engine):
+    question = "冬天咖啡地的水咋个管？"
+    # no 它, no 那…, no …呢: it names little the KB knows, so it is read as a follow-up of the pruning turn, but it
+    # may well be a new question in a farmer's words; its best passage asked alone stays in the top 5
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "followup"
+    alone = sample_engine.search(question).evidence
+    after = sample_engine.search(question, PRUNING).evidence
+    assert alone[0].chunk.id in {h.chunk.id for h in after}
+
+
 def test_a_new_question_in_the_conversations_documents_is_also_read_in_its_context(sample_engine):
     # 排水沟 names its own topic, but after "the rainy season floods my field" its passages and the previous
     # question's share documents: the conversation continues, and a rainy-season passage joins the question's own
