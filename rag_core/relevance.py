@@ -173,8 +173,8 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if stats.known(word):
             continue
         freq = tokenizer.general_frequency(word)
-        if freq < MIN_WORD_FREQ and not (len(word) >= 4 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
-            continue  # a fragment of a bad segmentation, not a word (long dictionary words are words: 小额贷款)
+        if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
+            continue  # a fragment of a bad segmentation, not a word (dictionary words of 3+ characters are: 咖啡壶)
         if _mapped_by_synonyms(word, tokenizer):
             continue
         out.append(word)

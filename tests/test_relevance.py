@@ -107,6 +107,13 @@ def test_the_engine_refuses_and_names_what_is_missing(sample_engine, question):
     assert not answer.covered and not answer.citations and "知识库中没有" in answer.text
 
 
+@pytest.mark.parametrize("question", ["咖啡壶煮咖啡要煮多久？", "榨汁机能不能拿来打咖啡果？"])
+def test_a_rare_dictionary_word_of_three_characters_is_a_word_not_a_fragment(sample_engine, question):
+    # 咖啡壶 and 榨汁机 are in jieba's dictionary with a low count: words the KB never uses, not segmentation debris
+    answer = sample_engine.answer(question)
+    assert not answer.covered and not answer.citations, answer.text
+
+
 @pytest.mark.parametrize("question", ["天气预报说今晚最低3度，低处的咖啡会冻吗？", "从外县调咖啡苗要办什么手续？",
                                       "咖啡地里套种香蕉，香蕉种多密？", "三唑酮防锈病兑多少倍？"])
 def test_answerable_questions_phrased_like_the_refused_ones_are_answered(sample_engine, question):
