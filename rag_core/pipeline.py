@@ -25,8 +25,7 @@ from .termstats import TermStats
 log = logging.getLogger(__name__)
 
 FOLLOW_DOCS = 2  # a follow-up stays with the documents of the previous question's first FOLLOW_DOCS passages
-CONTINUE_PREVIOUS_DOCS = 2  # a new question continues the conversation when the documents of the previous question's …
-CONTINUE_OWN_DOCS = 3  # … first passages meet those of its own first passages
+CONTINUE_OWN_DOCS = 3  # a new question continues the conversation when its first passages meet those documents
 HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this many of its own passages in the evidence
 BARE_ALONE = 1  # a follow-up only by naming little ("一月份咖啡园的水该咋个管？": no 它, 那…, …呢) keeps its best one
 
@@ -124,7 +123,7 @@ class Engine:
         elif kind == "followup" and not leans_back(question):
             result = self._hedge(result, question, history, options, BARE_ALONE)
         elif kind == "followup":
-            result = self._follow_topic(result, history, options)
+            result = self._follow_topic(result, self._previous_docs(history, options))
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
@@ -133,11 +132,7 @@ class Engine:
         """A question that names its own topic yet stays in the conversation's documents ("排水沟要挖好深？" after "雨季
         地里积了水") is also read in the conversation's context: its own passages and the contextual ones alternate,
         its own first. A question whose passages meet none of the previous question's documents is a new topic: as is."""
-        previous = next((t.content for t in reversed(history) if t.role == "user"), "")
-        if not previous:
-            return result
-        before = self.retriever.search(previous, previous, options.channels).evidence[:CONTINUE_PREVIOUS_DOCS]
-        if not {h.chunk.docid for h in before} & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
+        if not self._previous_docs(history, options) & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
             return result
         turns = self.cfg.history.har_turns
         rewritten = carry_topic(question, history, self.tokenizer, turns, self.term_stats)
@@ -153,23 +148,35 @@ class Engine:
     def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                keep: int) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
-        opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too."""
-        followed = self._follow_topic(result, history, options)
+        opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too; when
+        none of the passages it finds alone lies in the documents of the previous question ("那鸡粪能直接撒到地里不？"
+        after pruning), it opens a new topic the way people talk: its own passages first, `keep` of the follow-up's."""
+        docs = self._previous_docs(history, options)
+        followed = self._follow_topic(result, docs)
         alone = self.retriever.search(question, question, options.channels)
         n = len(followed.evidence)
-        evidence = _first_of_each(n, followed.evidence[: n - keep], alone.evidence[:keep],
-                                  followed.evidence, alone.evidence)
+        if docs and not docs & {h.chunk.docid for h in alone.evidence}:
+            evidence = _first_of_each(n, alone.evidence[: n - keep], followed.evidence[:keep],
+                                      alone.evidence, followed.evidence)
+        else:
+            evidence = _first_of_each(n, followed.evidence[: n - keep], alone.evidence[:keep],
+                                      followed.evidence, alone.evidence)
         timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
         return replace(followed, evidence=evidence, timings_ms=timings)
 
-    def _follow_topic(self, result: Retrieval, history: Sequence[Turn], options: Options) -> Retrieval:
-        """A follow-up continues the topic of the user's previous question: evidence from the documents that
-        question finds first moves ahead (stable), so 那用什么药 stays in the rust chapter."""
+    def _previous_docs(self, history: Sequence[Turn], options: Options) -> set[str]:
+        """The documents of the first FOLLOW_DOCS passages the user's previous question finds (none without one)."""
         previous = next((t.content for t in reversed(history) if t.role == "user"), "")
         if not previous:
+            return set()
+        return {h.chunk.docid for h in self.retriever.search(previous, previous, options.channels).evidence[:FOLLOW_DOCS]}
+
+    @staticmethod
+    def _follow_topic(result: Retrieval, docs: set[str]) -> Retrieval:
+        """A follow-up continues the topic of the user's previous question: evidence from the documents that
+        question finds first (`docs`) moves ahead (stable), so 那用什么药 stays in the rust chapter."""
+        if not docs:
             return result
-        found = self.retriever.search(previous, previous, options.channels).evidence[:FOLLOW_DOCS]
-        docs = {h.chunk.docid for h in found}
         ordered = sorted(result.evidence, key=lambda h: h.chunk.docid not in docs)
         return replace(result, evidence=tuple(ordered))
 

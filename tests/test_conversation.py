@@ -104,6 +104,19 @@ def test_a_new_question_opened_with_na_keeps_its_own_passages(sample_engine, que
     assert {c.id for c in answer.citations} & set(alone[:2]), answer.text
 
 
+@pytest.mark.parametrize("previous, question", [("咖啡锈病怎么防治？", "那牛粪沤好了一棵树放多少？"),
+                                                ("霜冻以后咖啡叶子全黑了", "那蚜虫多了要打什么药？")])
+def test_a_leaning_question_whose_passages_lie_outside_the_conversation_ranks_them_first(sample_engine, previous, question):
+    # "那…" leans on the last turn, but none of the passages the question finds alone is in the documents the previous
+    # question finds: a new topic opened the way people talk, its own best passage first (the previous topic's
+    # chapter came first before)
+    history = [Turn("user", previous), Turn("assistant", "以下内容摘自知识库：\n先说到这里。")]
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "ambiguous"
+    alone = sample_engine.search(question).evidence
+    after = sample_engine.search(question, history).evidence
+    assert after[0].chunk.id == alone[0].chunk.id, [h.chunk.section for h in after]
+
+
 def test_an_ambiguous_follow_up_still_finds_the_previous_topic(sample_engine):
     history = [Turn("user", "叶子上有圆斑，中间灰白、外圈褐色，是什么病？"),
                Turn("assistant", "以下内容摘自知识库：\n这是咖啡褐眼斑病，由咖啡尾孢菌引起。[fb82b28b#20]")]
