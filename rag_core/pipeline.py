@@ -119,9 +119,9 @@ class Engine:
         if kind == "new" and history and options.har:
             result = self._continue(result, question, history, options)
         elif kind == "ambiguous":
-            result = self._hedge(result, question, history, options, HEDGE_ALONE)
+            result = self._hedge(result, question, history, options, HEDGE_ALONE, names_topic=True)
         elif kind == "followup" and not leans_back(question):
-            result = self._hedge(result, question, history, options, BARE_ALONE)
+            result = self._hedge(result, question, history, options, BARE_ALONE, names_topic=False)
         elif kind == "followup":
             result = self._follow_topic(result, self._previous_docs(history, options))
         timings = {"rewrite": rewrite_ms, **result.timings_ms}
@@ -146,16 +146,17 @@ class Engine:
         return replace(result, evidence=evidence, timings_ms=timings)
 
     def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
-               keep: int) -> Retrieval:
+               keep: int, names_topic: bool) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
         opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too; when
-        none of the passages it finds alone lies in the documents of the previous question ("那鸡粪能直接撒到地里不？"
-        after pruning), it opens a new topic the way people talk: its own passages first, `keep` of the follow-up's."""
+        none of the passages a question naming its own topic finds alone lies in the documents of the previous
+        question ("那鸡粪能直接撒到地里不？" after pruning), it opens a new topic the way people talk: its own passages
+        first, `keep` of the follow-up's. (What a question naming little finds alone says nothing either way.)"""
         docs = self._previous_docs(history, options)
         followed = self._follow_topic(result, docs)
         alone = self.retriever.search(question, question, options.channels)
         n = len(followed.evidence)
-        if docs and not docs & {h.chunk.docid for h in alone.evidence}:
+        if names_topic and docs and not docs & {h.chunk.docid for h in alone.evidence}:
             evidence = _first_of_each(n, alone.evidence[: n - keep], followed.evidence[:keep],
                                       alone.evidence, followed.evidence)
         else:
@@ -165,11 +166,15 @@ class Engine:
         return replace(followed, evidence=evidence, timings_ms=timings)
 
     def _previous_docs(self, history: Sequence[Turn], options: Options) -> set[str]:
-        """The documents of the first FOLLOW_DOCS passages the user's previous question finds (none without one)."""
-        previous = next((t.content for t in reversed(history) if t.role == "user"), "")
-        if not previous:
+        """The documents of the first FOLLOW_DOCS passages the user's previous question finds (none without one),
+        read as it was read then: a follow-up of a follow-up ("那用什么药？" → "要打几次？") stays in its chapter."""
+        turns = list(history)
+        at = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
+        if at is None:
             return set()
-        return {h.chunk.docid for h in self.retriever.search(previous, previous, options.channels).evidence[:FOLLOW_DOCS]}
+        previous = turns[at].content
+        understood = self.rewrite(previous, turns[:at], options)
+        return {h.chunk.docid for h in self.retriever.search(previous, understood, options.channels).evidence[:FOLLOW_DOCS]}
 
     @staticmethod
     def _follow_topic(result: Retrieval, docs: set[str]) -> Retrieval:

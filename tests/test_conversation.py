@@ -61,6 +61,15 @@ def test_a_follow_up_of_a_follow_up_keeps_the_conversations_topic(sample_engine)
     assert "锈病" not in rewrite_query("要剪几次？", history, sample_engine.tokenizer, 2, stats=stats)
 
 
+def test_a_bare_follow_up_of_a_follow_up_searches_in_the_conversations_chapter(sample_engine):
+    # "要打几次？" names little: what it finds alone (spraying FAQ) says nothing about a topic switch, and the question
+    # it follows ("那用什么药？") is read as it was read then, inside the rust chapter
+    history = [*RUST, Turn("user", "那用什么药？什么时候喷？"),
+               Turn("assistant", "以下内容摘自知识库：\n发病前喷铜制剂保护，发病初期用三唑类药剂。[fb82b28b#14]")]
+    evidence = sample_engine.search("要打几次？", history).evidence
+    assert "锈病" in evidence[0].chunk.section, [h.chunk.section for h in evidence]
+
+
 def test_a_new_question_after_another_topic_ranks_as_it_does_alone(sample_engine):
     for question in ("成龄咖啡树一年施几次肥，每株施多少？", "湿法加工发酵要多长时间？"):
         alone = [h.chunk.id for h in sample_engine.search(question).evidence]
