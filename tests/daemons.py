@@ -71,20 +71,21 @@ def start_wechat_role(config: Path, role: str, log: Path) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL)
 
 
-def serving(port: int) -> str | None:
-    """The index build the daemon on 127.0.0.1:port has loaded (its /healthz `index.build` once `loaded`)."""
+def _healthz(port: int) -> dict | None:
+    """The JSON of `GET /healthz` on 127.0.0.1:port when it answers 200, else None."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-            index = json.load(r).get("index", {})
-    except (OSError, ValueError):
+            return json.load(r) if r.status == 200 else None
+    except (OSError, ValueError):  # refused, not yet up, 503 (HTTPError), or not JSON
         return None
+
+
+def serving(port: int) -> str | None:
+    """The index build the daemon on 127.0.0.1:port has loaded (its /healthz `index.build` once `loaded`)."""
+    index = (_healthz(port) or {}).get("index", {})
     return index.get("build") if index.get("loaded") else None
 
 
 def healthy(port: int) -> bool:
     """`GET /healthz` on 127.0.0.1:port answers 200."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-            return r.status == 200
-    except OSError:
-        return False
+    return _healthz(port) is not None
