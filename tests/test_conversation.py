@@ -277,3 +277,29 @@ def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine
     text, cited = extractive_answer("那冻死的枝条什么时候剪？", hits, sample_engine.tokenizer,
                                     context="霜冻 冻伤 冻死的枝条什么时候剪？")
     assert cited[0] == wait.id, text
+
+
+# Cases written for the forecast and animal rules, none from a gold set: a coming season's date is a forecast (how
+# the weather usually runs, or when to work in it, is not); a farm animal the knowledge base never names is a topic it
+# cannot answer, whatever coffee words come with it (a pest it names, 蜗牛 or 天牛, and its manure are answerable).
+FORECAST_DATES = ["明年雨季啥时候来？", "今年冬天头一场霜大概几号下？", "今年什么时候开始下雨，我好栽苗",
+                  "这个雨季哪天结束？"]
+NOT_FORECASTS = ["雨季一般几月份来？", "今年雨季什么时候施肥最好？", "明年什么时候截干合适？",
+                 "冬天傍晚咋个判断今晚会不会下霜？"]
+
+
+def test_the_date_of_coming_weather_is_a_forecast_the_manual_lacks(sample_engine):
+    hits = sample_engine.search("雨季什么时候开始").evidence
+    assert [q for q in FORECAST_DATES if missing_fact(q, hits) != "天气和行情预测"] == []
+    assert [q for q in NOT_FORECASTS if missing_fact(q, hits) == "天气和行情预测"] == []
+
+
+@pytest.mark.parametrize("question", ["咖啡地里养山羊，羊会不会啃树皮？一亩放几只", "果园里放养鸭子能吃虫吗？咖啡地行不行"])
+def test_a_farm_animal_the_kb_never_names_is_what_the_question_is_about(sample_engine, question):
+    answer = sample_engine.answer(question)
+    assert not answer.covered and not answer.citations, answer.text
+
+
+@pytest.mark.parametrize("question", ["蜗牛啃咖啡苗子咋个整？", "鸡粪沤好了能不能直接施到咖啡地里？", "天牛钻的虫眼里注啥药？"])
+def test_a_pest_or_manure_the_kb_names_is_still_answered(sample_engine, question):
+    assert sample_engine.answer(question).covered
