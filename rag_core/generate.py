@@ -102,6 +102,11 @@ def _intents(text: str) -> frozenset[int]:
     return frozenset(i for i, (_asks, answers) in enumerate(INTENTS) if answers.search(text))
 
 
+def _holds(asked: Sequence[int], sentence: str) -> set[int]:
+    """The asks (INTENTS positions) whose kind of answer the sentence itself holds."""
+    return {i for i in asked if (_PRODUCT if i == REMEDY else INTENTS[i][1]).search(sentence)}
+
+
 def asked_intents(question: str) -> list[int]:
     """The kinds of thing a question asks for, in the order it asks them ("用什么药？什么时候喷？" → remedy, time)."""
     found = [(m.start(), i) for i, (asks, _answers) in enumerate(INTENTS) if (m := asks.search(question))]
@@ -151,6 +156,9 @@ INTENTS = (
     (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
     (re.compile(r"怎么恢复|咋恢复|怎么救|咋救|还有救|怎么补救|怎么管|咋管|怎么处理"), re.compile(r"恢复|补救|管理|复壮|更新")),
 )
+# What a sentence must itself hold to answer what to spray, where a heading's word is not enough: a product with
+# its dose or formulation (not 轮换用药 or 三唑类药剂, which only name a class of drugs).
+_PRODUCT = re.compile(r"\d\s*(?:倍液|倍|%|g/升|克/升|毫升)|可湿性粉剂|悬浮剂|乳油|水剂|波尔多液|石硫合剂")
 INTENT_WEIGHT = 6.0  # as much as a four-character domain term
 ANSWER_WEIGHT = 3.0  # a sentence that itself holds the kind of answer asked for (a time for 什么时候)
 RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
@@ -202,7 +210,7 @@ def extractive_answer(
                 continue
             frame = f"{heading}\n{asked}"
             score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
-                     + ANSWER_WEIGHT * len(set(asked_kinds) & _intents(sent))) * prior
+                     + ANSWER_WEIGHT * len(_holds(asked_kinds, sent))) * prior
             if score > 0:
                 candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}")))
     if not candidates:

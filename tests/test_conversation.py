@@ -48,6 +48,9 @@ def test_the_rust_spray_follow_up_finds_the_chemical_control_passage(sample_engi
     assert "抗病品种" not in answer.rewritten_query
     assert "化学防治" in answer.evidence[0].chunk.section
     assert any("化学防治" in c.section for c in answer.citations), answer.text
+    # and it answers: a product with its dose (not only 轮换用药, which names a class of drugs) and when to spray it
+    assert re.search(r"波尔多液|可湿性粉剂|倍液", answer.text), answer.text
+    assert re.search(r"\d+\s*[～~–-]\s*\d+\s*月雨季初期", answer.text), answer.text
 
 
 def test_a_follow_up_of_a_follow_up_keeps_the_conversations_topic(sample_engine):
@@ -303,3 +306,18 @@ def test_a_farm_animal_the_kb_never_names_is_what_the_question_is_about(sample_e
 @pytest.mark.parametrize("question", ["蜗牛啃咖啡苗子咋个整？", "鸡粪沤好了能不能直接施到咖啡地里？", "天牛钻的虫眼里注啥药？"])
 def test_a_pest_or_manure_the_kb_names_is_still_answered(sample_engine, question):
     assert sample_engine.answer(question).covered
+
+
+def test_what_to_spray_is_answered_by_a_product_with_its_dose_not_by_a_drug_class(sample_engine):
+    # the serving build (e5 on) ranks the chemical-control section's tail (三唑类…轮换用药…采收期用药) before its head
+    # (6–7 月 波尔多液 …, 三唑酮 1000–1500 倍液): the head holds the answer and must be shown and cited
+    from rag_core.generate import extractive_answer
+
+    chunks = {c.id: c for c in sample_engine.index.chunks}
+    tail = next(c for c in chunks.values() if "化学防治" in c.section and "轮换用药" in c.text)
+    head = next(c for c in chunks.values() if c.section == tail.section and "波尔多液" in c.text and c.id != tail.id)
+    hits = [type(h)(c, 1.0) for h, c in zip(sample_engine.search("咖啡锈病").evidence, (tail, head))]
+    text, cited = extractive_answer("那用什么药？什么时候喷？", hits, sample_engine.tokenizer,
+                                    context="咖啡锈病 那用什么药？什么时候喷？")
+    assert head.id in cited, text
+    assert re.search(r"波尔多液|可湿性粉剂", text) and re.search(r"\d+\s*[～~–-]\s*\d+\s*月雨季初期", text), text
