@@ -161,6 +161,7 @@ INTENTS = (
 _PRODUCT = re.compile(r"\d\s*(?:倍液|倍|%|g/升|克/升|毫升)|可湿性粉剂|悬浮剂|乳油|水剂|波尔多液|石硫合剂")
 INTENT_WEIGHT = 6.0  # as much as a four-character domain term
 ANSWER_WEIGHT = 3.0  # a sentence that itself holds the kind of answer asked for (a time for 什么时候)
+LEAD_FLOOR = 0.5  # a second passage led with shows only when its best sentence scores at least this share of the first's
 RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
 
 
@@ -180,10 +181,14 @@ def extractive_answer(
     max_sources: int = 2,
     second_source_ratio: float = 0.9,
     context: str = "",
+    lead: int = 0,
 ) -> tuple[str, list[str]]:
     """The most relevant sentences of the top evidence, each group followed by its citation, without repeats and
     within about `budget` characters; `context` is the HAR-rewritten question, whose carried-over terms count
-    half. Returns (text, cited ids)."""
+    half. `lead` > 0: the answer is drawn from the first `lead` passages as ranked (each cited, its best sentence
+    shown), since the ranker knows better than word overlap which passage answers; 0: from the passages whose
+    best sentence scores highest. A second ask or a sibling control section may still add a further passage.
+    Returns (text, cited ids)."""
     terms = query_terms(question, tokenizer, context)
     asked_kinds = asked_intents(question)
     candidates: list[_Sentence] = []
@@ -222,12 +227,26 @@ def extractive_answer(
     source_best: dict[int, float] = {}
     for c in candidates:
         source_best.setdefault(c.hit_rank, c.score)
-    allowed = [r for r, sc in source_best.items() if sc >= second_source_ratio * best][:max_sources]
+    allowed = [r for r in range(lead) if r in source_best]
+    if allowed:
+        best = source_best[allowed[0]]
+        allowed = allowed[:1] + [r for r in allowed[1:] if source_best[r] >= LEAD_FLOOR * best]
+        best = max(source_best[r] for r in allowed)
+    else:
+        allowed = [r for r, sc in source_best.items() if sc >= second_source_ratio * best][:max_sources]
     candidates = [c for c in candidates if c.hit_rank in allowed]
     chosen: list[_Sentence] = []
     used = 0
     sources: list[int] = []
+    if lead:  # every passage the answer leads with shows its best sentence, whatever the others score
+        for rank in allowed:
+            c = next(c for c in candidates if c.hit_rank == rank)
+            chosen.append(c)
+            used += len(c.text)
+            sources.append(rank)
     for c in candidates:
+        if c in chosen:
+            continue
         if c.score < 0.6 * best or used >= budget:
             break
         if c.hit_rank not in sources and len(sources) >= max_sources:
@@ -242,7 +261,9 @@ def extractive_answer(
             sources.append(c.hit_rank)
     # A question with two asks ("用什么药？什么时候喷？") gets a sentence for each when the evidence has one, even
     # from a further passage, cited on its own.
-    for intent in asked_kinds[1:]:
+    # With `lead`, so does the first ask when the passages led with hold no answer of its kind ("那冻死的枝条什么时候
+    # 剪？": the symptoms ranked first, the passage saying to wait 2–4 weeks next).
+    for intent in asked_kinds[0 if lead else 1:]:
         if any(intent in c.answers for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best

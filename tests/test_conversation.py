@@ -321,3 +321,33 @@ def test_what_to_spray_is_answered_by_a_product_with_its_dose_not_by_a_drug_clas
                                     context="咖啡锈病 那用什么药？什么时候喷？")
     assert head.id in cited, text
     assert re.search(r"波尔多液|可湿性粉剂", text) and re.search(r"\d+\s*[～~–-]\s*\d+\s*月雨季初期", text), text
+
+
+def test_an_extractive_answer_leads_with_the_passage_ranked_first(sample_engine):
+    # word overlap alone prefers another passage's sentences (what the answer did before `lead`); the ranker's first
+    # passage is the one shown and cited, and with lead=2 the second is cited too, each with its own sentences
+    from rag_core.generate import extractive_answer
+
+    hits = list(sample_engine.search("咖啡锈病怎么防治？").evidence)
+    _, by_words = extractive_answer("咖啡锈病怎么防治？", hits[::-1], sample_engine.tokenizer)
+    assert by_words[0] != hits[-1].chunk.id  # the words pick another passage than the one given first
+    text, cited = extractive_answer("咖啡锈病怎么防治？", hits[::-1], sample_engine.tokenizer, lead=1)
+    assert cited[0] == hits[-1].chunk.id, text
+    text, cited = extractive_answer("咖啡锈病怎么防治？", hits[::-1], sample_engine.tokenizer, lead=2)
+    assert cited[:2] == [hits[-1].chunk.id, hits[-2].chunk.id], text
+    assert text.count("[") >= 2
+
+
+def test_the_second_passage_is_cited_when_the_learned_ranker_cannot_tell_them_apart(sample_engine):
+    from rag_core.pipeline import UNSURE_MARGIN, lead_passages
+    from rag_core.records import Hit, Retrieval
+
+    a, b, c = (h.chunk for h in sample_engine.search("咖啡锈病怎么防治？").evidence[:3])
+
+    def retrieval(scores, reranker="learned-lr+e5"):
+        return Retrieval("q", "q", tuple(Hit(x, s) for x, s in zip((a, b, c), scores)), {}, reranker=reranker)
+
+    assert lead_passages(retrieval((3.0, 3.0 - UNSURE_MARGIN / 2, 1.0))) == 2  # p2/p1 = e^-0.35 > 1/2
+    assert lead_passages(retrieval((3.0, 3.0 - 2 * UNSURE_MARGIN, 1.0))) == 1  # p2/p1 = 1/4
+    assert lead_passages(retrieval((3.0, 2.9, 1.0), reranker="none")) == 1  # RRF scores are no log-odds
+    assert lead_passages(retrieval((2.0, 3.0, 1.0))) == 0  # arranged by the conversation, not by score
