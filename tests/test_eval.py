@@ -97,3 +97,22 @@ def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(sampl
     assert kinds["switch"]["hit_at_5"] >= 0.95 * kinds["switch_alone"]["hit_at_5"]
     oos = evaluate(cfg, data / "adversarial-oos.jsonl", ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)
     assert oos["systems"]["full"]["refusal_rate_unanswerable"] >= 0.6
+
+
+def test_every_training_set_maps_on_the_sample_index(sample_engine):
+    # the learned ranker trains on these files at every build: a quote lost to an edit of kb/ or to a typo would
+    # silently shrink its training data
+    from rag_core.rank.train import GOLD_DIR, GOLD_FILES
+
+    index = sample_engine.index
+    docs = {d["path"]: d["text"] for d in index.documents.values()}
+    assert "dev2.jsonl" not in GOLD_FILES  # kept for checking, never trained on
+    for name in GOLD_FILES:
+        items = load_gold(GOLD_DIR / name)
+        mapping = map_gold(items, docs, index.chunks)
+        assert mapping.errors == [], (name, mapping.errors[:3])
+        assert all(mapping.gold[i.id] for i in items if i.answerable), name
+    colloquial = load_gold(GOLD_DIR / "train-colloquial.jsonl")
+    assert len(colloquial) >= 500 and len({i.id for i in colloquial}) == len(colloquial)
+    assert {e[0] for i in colloquial for e in i.evidence} == set(docs)  # written over every document
+    assert sum(1 for i in colloquial if i.history) >= 80  # follow-ups, rewritten as the pipeline rewrites them

@@ -1,6 +1,7 @@
 """Honest numbers for the learned ranker, on the serving build:
 
-- dev.jsonl + dev-multiturn.jsonl by k-fold (items of the test fold are never trained on; pseudo-queries always are);
+- the training sets (dev.jsonl, dev-multiturn.jsonl, train-colloquial.jsonl) by k-fold (items of the test fold are never
+  trained on; pseudo-queries always are);
 - dev2.jsonl (kept for checking) with the ranker trained on everything else, as `coffeebot index` trains it;
 - fusion order against the ranker (Hit@1, Hit@5, MRR@5 of the gold chunks, 95 % bootstrap intervals, paired
   sign-flip p), recall of the gold chunk in the fused pool, a leave-one-group-out feature ablation and the weights;
@@ -27,7 +28,7 @@ from .features import FEATURES
 from .infer import Featurizer, e5_for
 from .model import NAME, NAME_E5
 from .pseudo import pseudo_queries
-from .train import GOLD_DIR, Example, Group, collect, corpus_stats, fit, gold_examples, without_e5
+from .train import GOLD_DIR, GOLD_FILES, Example, Group, collect, corpus_stats, fit, gold_examples, without_e5
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def run(config: str | None, folds: int, e5_setting: str = "auto") -> dict:
     featurize = Featurizer(index, engine.tokenizer, stats, cfg.retrieval.rrf_k, e5)
     size = cfg.retrieval.learned_candidates
     sets = {}
-    for name in ("dev.jsonl", "dev-multiturn.jsonl", "dev2.jsonl"):
+    for name in (*GOLD_FILES, "dev2.jsonl"):
         examples = gold_examples(index, engine.tokenizer, cfg.history.har_turns, [GOLD_DIR / name])
         sets[name] = collect(retriever, Featurizer(index, engine.tokenizer, stats, cfg.retrieval.rrf_k), examples,
                              max(size, 40))
@@ -130,13 +131,16 @@ def run(config: str | None, folds: int, e5_setting: str = "auto") -> dict:
               for name, gs in sets.items()}
     # features are normalised per pool: collect again at the size the ranker sees
     cut = {name: collect(retriever, featurize, [g.example for g in gs], size) for name, gs in sets.items()}
-    labelled = cut["dev.jsonl"] + cut["dev-multiturn.jsonl"]
+    labelled = [g for name in GOLD_FILES for g in cut[name]]
     n_dev = len(cut["dev.jsonl"])
     dev2 = cut["dev2.jsonl"]
     variants = {NAME: (without_e5(labelled), without_e5(pseudo_groups), without_e5(dev2))}
     if e5 is not None:
         variants[NAME_E5] = (labelled, pseudo_groups, dev2)
-    parts = {"dev.jsonl (k-fold)": slice(0, n_dev), "dev-multiturn.jsonl (k-fold)": slice(n_dev, None)}
+    parts, start = {}, 0
+    for name in GOLD_FILES:  # dev.jsonl first: the ablation reads its slice
+        parts[f"{name} (k-fold)"] = slice(start, start + len(cut[name]))
+        start += len(cut[name])
     per: dict[str, dict[str, dict[str, np.ndarray]]] = {name: {} for name in list(parts) + ["dev2.jsonl (untuned)"]}
     models, fit_s = {}, {}
     for variant, (lab, pse, d2) in variants.items():
