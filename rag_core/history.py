@@ -34,6 +34,7 @@ _WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
 
 OWN_TOPIC = 2.0  # topic strength at which a question stands alone
+CLAUSE_WORDS = 4  # a question saying this many dictionary words is no ellipsis, even in words the KB lacks
 MAX_CARRIED = 4  # topic terms carried into a follow-up from the user's turns …
 REPLY_CARRIED = 2  # … and from the opening of the reply, only when the user's turns name no topic
 CHAIN_TURNS = 2  # a follow-up of a follow-up also carries the topic of up to this many earlier user questions
@@ -55,6 +56,11 @@ class QuestionKind:
 def _content_words(text: str, tokenizer: Tokenizer) -> list[str]:
     words = [w for w in tokenizer.words(text) if len(w) >= 2 and not w.isascii()]
     return [w for w in dict.fromkeys(words) if not any(w != o and w in o for o in words)]
+
+
+def _clause_words(question: str, tokenizer: Tokenizer) -> list[str]:
+    """The question's content words that jieba's dictionary knows, whether or not the knowledge base uses them."""
+    return [w for w in dict.fromkeys(tokenizer.content_words(question)) if len(w) >= 2 and tokenizer.general_frequency(w) > 0]
 
 
 def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
@@ -79,6 +85,8 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     if _BACK_REFERENCE.search(q):
         return QuestionKind("followup", strength, "points back")
     if strength < OWN_TOPIC:
+        if len(_clause_words(q, tokenizer)) >= CLAUSE_WORDS:  # "沟边那块地一年到头雾气散不开，闷得很，种咖啡要注意啥？"
+            return QuestionKind("ambiguous", strength, "names little the knowledge base knows, but in a clause of its own")
         return QuestionKind("followup", strength, "names too little of its own")
     if (_WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q)) and strength < 2 * OWN_TOPIC:
         return QuestionKind("ambiguous", strength, "leans on the previous turn but names a topic")
