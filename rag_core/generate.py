@@ -77,6 +77,7 @@ class _Sentence:
 
 _QUESTION_LINE = re.compile(r"^(?:问|Q|提问)\s*[：:]|[？?]$")
 _TABLE_RULE = re.compile(r"^[\s|:：\-—]+$")
+_CAPTION = re.compile(r"^(?:表|图)\s*\d+(?:\s*[-–—.．]\s*\d+)*\s")  # "表 10-2 咖啡霜冻受害分级与恢复措施": names a table
 
 
 def _is_question_line(sentence: str) -> bool:
@@ -149,7 +150,7 @@ def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_
 # "防治方法", not under "发生季节", even when both sections name the disease.
 INTENTS = (
     (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理"),
-     re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防")),
+     re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防|恢复|补救")),
     (re.compile(r"(?:用|打|喷|施)(?:什么|啥)(?:药|农药)|什么药|啥药|药剂"), re.compile(r"化学|药剂|用药|喷施|喷药|杀菌剂|杀虫剂")),
     (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"), re.compile(r"季节|时期|时间|月|物候|农事")),
     (re.compile(r"怎么识别|咋识别|什么症状|啥症状|是什么病|是啥病|什么虫|啥虫|怎么看"), re.compile(r"症状|识别|诊断|特征")),
@@ -208,7 +209,7 @@ def extractive_answer(
                 sent, table_header = _table_row(sent, table_header)
             else:
                 table_header = None
-            if len(sent) < 4 or _is_heading(sent, hit.chunk.section):
+            if len(sent) < 4 or _is_heading(sent, hit.chunk.section) or _CAPTION.match(sent):
                 continue
             if _is_question_line(sent):
                 asked = sent

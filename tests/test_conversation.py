@@ -351,3 +351,30 @@ def test_the_second_passage_is_cited_when_the_learned_ranker_cannot_tell_them_ap
     assert lead_passages(retrieval((3.0, 3.0 - 2 * UNSURE_MARGIN, 1.0))) == 1  # p2/p1 = 1/4
     assert lead_passages(retrieval((3.0, 2.9, 1.0), reranker="none")) == 1  # RRF scores are no log-odds
     assert lead_passages(retrieval((2.0, 3.0, 1.0))) == 0  # arranged by the conversation, not by score
+
+
+PESTS = [Turn("user", "咖啡树干上有蛀孔，还往外冒木屑，是啥虫？"),
+         Turn("assistant", "以下内容摘自知识库：\n这是咖啡天牛的幼虫蛀食树干，从蛀孔排出木屑和虫粪。[a825da70#1]")]
+
+
+@pytest.mark.parametrize("question", ["我家地在山洼洼里，晚上冷风都往下灌，种咖啡要注意啥？",
+                                      "隔壁老李说他家咖啡一年到头都不见开花，是咋回事？"])
+def test_a_question_saying_a_whole_clause_is_no_follow_up_even_in_words_the_kb_lacks(sample_engine, question):
+    # it names little the knowledge base knows (山洼, 冷风, 老李 …), yet says a situation of its own: not an ellipsis
+    # like "一亩撒好多？", so the pests exchange before it does not take it over
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind != "followup"
+    assert classify("一亩撒好多？", sample_engine.tokenizer, sample_engine.term_stats).kind == "followup"
+    alone = [h.chunk.id for h in sample_engine.search(question).evidence]
+    after = [h.chunk.id for h in sample_engine.search(question, PESTS).evidence]
+    assert after[0] == alone[0]
+    assert not {h.chunk.docid for h in sample_engine.search(PESTS[0].content).evidence[:1]} & {after[0].split("#")[0]}
+
+
+def test_a_table_caption_is_never_an_answer_sentence(sample_engine):
+    # "表 10-2 咖啡霜冻受害分级与恢复措施" shares the question's words but names a table; the rows say what to do
+    from rag_core.generate import extractive_answer
+    from rag_core.records import Hit
+
+    chunk = next(c for c in sample_engine.index.chunks if "表 10-2" in c.text)
+    text, cited = extractive_answer("霜冻受害以后的恢复措施有哪些？", [Hit(chunk, 1.0)], sample_engine.tokenizer, lead=1)
+    assert cited == [chunk.id] and "表 10-2" not in text, text
