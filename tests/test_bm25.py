@@ -25,3 +25,11 @@ def test_auto_switches_to_bm25s_for_large_corpora():
 def test_tokens_round_trip(tmp_path):
     save_tokens(tmp_path / "t.jsonl", CORPUS)
     assert load_tokens(tmp_path / "t.jsonl") == CORPUS
+
+
+def test_rank_bm25_scores_are_rank_bm25s_own_to_the_last_bit_with_each_tokens_scores_kept():
+    index = RankBM25Index(CORPUS)
+    for tokens in (["锈病", "黄粉"], ["锈病", "锈病", "不存在", "施肥"], ["采收"], ["黄粉", "锈病"]):
+        assert (index.scores(tokens) == index._bm25.get_scores(tokens)).all(), tokens
+    info = index._token.cache_info()
+    assert info.currsize == 5 and info.hits == 4  # 锈病 黄粉 不存在 施肥 采收: each scored once, then reused

@@ -107,3 +107,17 @@ def test_dense_store_persists_across_processes(tmp_path):
     top = store.top(np.array([0, 0, 1, 0.1], dtype=np.float32), 2)
     assert top[0][0] == "x#2" and top[1][0] == "x#3" and top[0][1] > top[1][1]
     assert store.fingerprints() == {f"x#{i}": str(i) for i in range(4)}
+
+
+def test_dense_vectors_read_once_are_kept_until_the_store_changes(tmp_path):
+    from rag_core.index.dense import DenseStore
+
+    store = DenseStore(tmp_path / "chroma", create=True)
+    store.add([f"x#{i}" for i in range(4)], np.eye(4, dtype=np.float32), [{"text_hash": str(i)} for i in range(4)])
+    first = store.vectors(["x#1", "x#3", "nope"])
+    assert [list(v) for v in first[:2]] == [[0, 1, 0, 0], [0, 0, 0, 1]] and first[2] is None
+    assert store.vectors(["x#1"])[0] is first[0]  # kept, not read again
+    store.delete(["x#1"])
+    assert store.vectors(["x#1"]) is None  # a change empties what was kept
+    store.add(["x#1"], np.array([[1, 1, 0, 0]], dtype=np.float32), [{"text_hash": "new"}])
+    assert np.allclose(store.vectors(["x#1"])[0], [1, 1, 0, 0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ COLLECTION = "chunks"
 # A wide search beam: at our sizes (10³–10⁵ chunks) it costs little, and the default (10) both misses true
 # neighbours for top-20 and makes results vary from one process to the next.
 HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 200, "hnsw:construction_ef": 200, "hnsw:M": 32}
+CACHED_VECTORS = 2048  # vectors a store keeps after reading them (at most 32 MB, at the bundled embedder's 4,096 dims)
 SERVER_PREFIX = "coffeebot_"  # a build's collection on a chromadb server: coffeebot_<build id>
 REMOTE_FILE = "dense.json"  # in a build folder: {"url": …, "collection": …} when its vectors are on a server
 
@@ -80,6 +82,8 @@ class DenseStore:
 
     def __init__(self, path: Path, create: bool = False, *, url: str = "", collection: str = COLLECTION):
         self.path = path
+        self._cache: dict[str, np.ndarray] = {}  # vectors read by `vectors`, oldest first
+        self._lock = threading.Lock()
         self._client = http_client(url) if url else _client(path)
         if create:
             if url and collection in _names(self._client.list_collections()):  # left by a build that died
@@ -89,6 +93,8 @@ class DenseStore:
             self._col = self._client.get_collection(collection, embedding_function=None)
 
     def add(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[dict], batch: int = 2000) -> None:
+        with self._lock:
+            self._cache.clear()
         for i in range(0, len(ids), batch):
             self._col.add(
                 ids=list(ids[i : i + batch]),
@@ -97,6 +103,8 @@ class DenseStore:
             )
 
     def delete(self, ids: Sequence[str], batch: int = 2000) -> None:
+        with self._lock:
+            self._cache.clear()
         for i in range(0, len(ids), batch):
             self._col.delete(ids=list(ids[i : i + batch]))
 
@@ -121,10 +129,18 @@ class DenseStore:
         return [(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
 
     def vectors(self, ids: Sequence[str]) -> list[np.ndarray | None] | None:
-        """The stored vectors of these ids, in order (None for an unknown id); None when none is known."""
-        got = self._col.get(ids=list(ids), include=["embeddings"])
-        found = {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"])}
-        return [found.get(i) for i in ids] if found else None
+        """The stored vectors of these ids, in order (None for an unknown id); None when none is known. Vectors read
+        once are kept (up to CACHED_VECTORS, oldest dropped first): the ranker asks for the same candidates often."""
+        with self._lock:  # questions are answered on several threads
+            missing = [i for i in dict.fromkeys(ids) if i not in self._cache]
+            if missing:
+                got = self._col.get(ids=missing, include=["embeddings"])
+                for i, v in zip(got["ids"], got["embeddings"]):
+                    while len(self._cache) >= CACHED_VECTORS:
+                        del self._cache[next(iter(self._cache))]
+                    self._cache[i] = np.asarray(v, dtype=np.float32)
+            found = [self._cache.get(i) for i in ids]
+        return found if any(v is not None for v in found) else None
 
 
 def _names(collections) -> set[str]:
