@@ -162,13 +162,17 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # The user's own words carry the topic (the latest question first, then, while that one was itself a follow-up,
     # the question it followed: 咖啡锈病怎么防治 → 那用什么药 → 要打几次). The reply's words only when the user's
     # name none: what the reply said is not what the user asks next ("那用什么药" after cultural control).
+    # A user who only described what they see (叶子背后一层橙黄色的粉) names no domain term; the reply that named it
+    # (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain terms come first.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
+    reply = next((t.content[:REPLY_CHARS] for t in reversed(recent) if t.role == "assistant"), "")
     if not carried:
-        for turn in reversed(recent):
-            if turn.role == "assistant":
-                carry(turn.content[:REPLY_CHARS], REPLY_CARRIED)
-                break
+        carry(reply, REPLY_CARRIED)
+    elif not any(t in tokenizer.lexicon_set for t in carried):
+        named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
+                 and (stats is None or 0.0 < stats.share(e) <= ENTITY_SHARE)][:REPLY_CARRIED]
+        carried[:0] = named
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"

@@ -378,3 +378,15 @@ def test_a_table_caption_is_never_an_answer_sentence(sample_engine):
     chunk = next(c for c in sample_engine.index.chunks if "表 10-2" in c.text)
     text, cited = extractive_answer("霜冻受害以后的恢复措施有哪些？", [Hit(chunk, 1.0)], sample_engine.tokenizer, lead=1)
     assert cited == [chunk.id] and "表 10-2" not in text, text
+
+
+def test_a_follow_up_after_a_described_symptom_carries_what_the_reply_named(sample_engine):
+    # the user only described what they see; the reply named the disease: that is what "那要喷哪样药？" is about
+    history = [Turn("user", "我家咖啡树叶子上起了一圈圈褐色的斑，中间发白，是啥毛病？"),
+               Turn("assistant", "以下内容摘自知识库：\n这多半是咖啡褐眼斑病，全光照、干旱和缺肥的园子最重。[fb82b28b#20]")]
+    rewritten = rewrite_query("那要喷哪样药？", history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
+    assert "褐眼斑病" in rewritten, rewritten
+    evidence = sample_engine.search("那要喷哪样药？", history).evidence
+    assert any("褐眼斑病" in h.chunk.section for h in evidence[:3]), [h.chunk.section for h in evidence]
+    # a user who named the disease keeps their own words: the reply's 抗病品种 is not carried ("那用什么药" above)
+    assert "抗病品种" not in rewrite_query("那用什么药？", RUST, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
