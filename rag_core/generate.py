@@ -262,8 +262,8 @@ def extractive_answer(
             sources.append(c.hit_rank)
     # A question with two asks ("用什么药？什么时候喷？") gets a sentence for each when the evidence has one, even
     # from a further passage, cited on its own.
-    # With `lead`, so does the first ask when the passages led with hold no answer of its kind ("那冻死的枝条什么时候
-    # 剪？": the symptoms ranked first, the passage saying to wait 2–4 weeks next).
+    # With `lead`, so does the first ask: the passages led with were chosen by rank, not for holding its kind of
+    # answer ("咋办" answered by symptoms alone gets the recovery section too).
     for intent in asked_kinds[0 if lead else 1:]:
         if any(intent in c.answers for c in chosen):
             continue

@@ -101,6 +101,14 @@ _UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨":
                "公斤": "kg|公斤", "斤": "kg|公斤|斤", "亩": "亩", "万亩": "亩", "公顷": "公顷|hm"}
 
 
+# An amount asked in a physical unit ("零下几度", "一亩收好多公斤", "调几毫米"): the evidence must hold a number in it.
+_AMOUNT = re.compile(r"(?:多少|好多|几)\s*(度|公斤|斤|千克|克|毫升|升|毫米|厘米|公分|万亩|小时|个钟头|个月|尾|头|箱)")
+_AMOUNT_FORMS = {"度": "°C|℃|度|°", "公斤": "kg|公斤", "斤": "kg|公斤|斤", "千克": "kg", "克": "g(?![a-z])|克|kg",
+                 "毫升": "mL|ml|毫升|L", "升": "L|升|m³|mL", "毫米": "mm|毫米", "厘米": "cm|厘米", "公分": "cm|厘米",
+                 "万亩": "万亩|亩", "小时": "h(?![a-z])|小时", "个钟头": "h(?![a-z])|小时", "个月": "个月|月", "尾": "尾",
+                 "头": "头", "箱": "箱"}
+
+
 def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     """The kind of fact the question asks for that the best evidence does not contain ("" when none is missing)."""
     evidence = "".join(h.chunk.text for h in hits[:top])
@@ -111,6 +119,9 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     total = _TOTAL.search(question)
     if total and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _UNIT_FORMS[total.group(1) or total.group(2)] + ")", evidence):
         return "统计数字"
+    amount = _AMOUNT.search(question)
+    if amount and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _AMOUNT_FORMS[amount.group(1)] + ")", evidence):
+        return "具体数字"
     return ""
 
 
@@ -163,6 +174,9 @@ def unknown_topic(question: str, corpus_text: str) -> str:
 
 
 _TOPICAL_POS = ("n", "nr", "ns", "nz", "nt", "vn", "j")
+# Growers' grammar, not a topic, wherever jieba cuts it: 遭 as the passive (遭虫, 遭灾: "by insects", "hit by a
+# disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, and months (八九月份).
+_GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$")
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
 UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is what the question is about
 
@@ -177,7 +191,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
                 or word in tokenizer.stopwords:
             continue
-        if stats.known(word):
+        if stats.known(word) or _GRAMMAR.search(word):
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
