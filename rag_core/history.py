@@ -162,14 +162,15 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # The user's own words carry the topic (the latest question first, then, while that one was itself a follow-up,
     # the question it followed: 咖啡锈病怎么防治 → 那用什么药 → 要打几次). The reply's words only when the user's
     # name none: what the reply said is not what the user asks next ("那用什么药" after cultural control).
-    # A user who only described what they see (叶子背后一层橙黄色的粉) names no domain term; the reply that named it
-    # (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain terms come first.
+    # A user who only described what they see (叶子背后一层橙黄色的粉) and asked what it is, or only said it, names no
+    # domain term; the reply that named it (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain
+    # terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
     reply = next((t.content[:REPLY_CHARS] for t in reversed(recent) if t.role == "assistant"), "")
     if not carried:
         carry(reply, REPLY_CARRIED)
-    elif not any(t in tokenizer.lexicon_set for t in carried):
+    elif not any(t in tokenizer.lexicon_set for t in carried) and _asks_what_it_is(_last_user(recent)):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and (stats is None or 0.0 < stats.share(e) <= ENTITY_SHARE)][:REPLY_CARRIED]
         carried[:0] = named
@@ -177,6 +178,19 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
     return f"{' '.join(carried)} {question}".strip()
+
+
+_WHAT_IS_IT = re.compile(r"是(?:啥|什么|哪样|哪种)|(?:啥|什么|哪样)(?:病|虫|毛病|原因|东西)|咋回事|怎么回事|为啥|为什么")
+_ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|好多|几|能不能|要不要|得不得")
+
+
+def _last_user(turns: Sequence[Turn]) -> str:
+    return next((t.content for t in reversed(turns) if t.role == "user"), "")
+
+
+def _asks_what_it_is(text: str) -> bool:
+    """The user asked what they describe is (是啥病？咋回事？), or only described it without asking anything."""
+    return bool(_WHAT_IS_IT.search(text)) or not _ASKS.search(text)
 
 
 def _topic_chain(history: list[Turn], recent: list[Turn], tokenizer: Tokenizer, stats: TermStats | None) -> list[str]:

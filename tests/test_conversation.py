@@ -403,3 +403,11 @@ def test_an_amount_in_a_unit_the_evidence_never_states_is_refused(sample_engine,
 def test_an_amount_the_evidence_states_and_growers_grammar_are_answered(sample_engine, question):
     # an amount the evidence states is answered; 遭 is the growers' passive, not a topic the knowledge base lacks
     assert sample_engine.answer(question).covered
+
+
+def test_after_what_to_do_the_replys_terms_are_not_carried_as_a_name(sample_engine):
+    # "咋办" was answered with what frost damage looks like: its terms (水渍状) name nothing the user described
+    history = [Turn("user", "昨晚下霜了，咖啡叶子冻黑了一大片，咋办？"),
+               Turn("assistant", "以下内容摘自知识库：\n咖啡叶片受冻后先呈水渍状、暗绿色，随后变褐、变黑。[2d73a183#12]")]
+    rewritten = rewrite_query("那冻死的枝条什么时候剪？", history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
+    assert "水渍状" not in rewritten and rewritten != "那冻死的枝条什么时候剪？", rewritten
