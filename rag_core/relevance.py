@@ -103,10 +103,10 @@ _UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨":
 
 # An amount asked in a physical unit ("零下几度", "一亩收好多公斤", "调几毫米"): the evidence must hold a number in it.
 _AMOUNT = re.compile(r"(?:多少|好多|几)\s*(度|公斤|斤|千克|克|毫升|升|毫米|厘米|公分|万亩|小时|个钟头|个月|尾|头|箱)")
-_AMOUNT_FORMS = {"度": "°C|℃|度|°", "公斤": "kg|公斤", "斤": "kg|公斤|斤", "千克": "kg", "克": "g(?![a-z])|克|kg",
-                 "毫升": "mL|ml|毫升|L", "升": "L|升|m³|mL", "毫米": "mm|毫米", "厘米": "cm|厘米", "公分": "cm|厘米",
-                 "万亩": "万亩|亩", "小时": "h(?![a-z])|小时", "个钟头": "h(?![a-z])|小时", "个月": "个月|月", "尾": "尾",
-                 "头": "头", "箱": "箱"}
+_MASS, _VOLUME, _LENGTH, _TIME = "kg|g(?![a-z])|公斤|斤|克", "L|mL|ml|升|毫升|m³", "mm|cm|毫米|厘米|m(?![a-z²³])", "h(?![a-z])|小时"
+_AMOUNT_FORMS = {"度": "°C|℃|度|°", "公斤": _MASS, "斤": _MASS, "千克": _MASS, "克": _MASS,  # the same kind of unit:
+                 "毫升": _VOLUME, "升": _VOLUME, "毫米": _LENGTH, "厘米": _LENGTH, "公分": _LENGTH,  # g per tree answers 几斤
+                 "万亩": "万亩|亩", "小时": _TIME, "个钟头": _TIME, "个月": "个月|月", "尾": "尾", "头": "头", "箱": "箱"}
 
 
 def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:

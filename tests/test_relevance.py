@@ -26,7 +26,8 @@ def test_money_asks_in_growers_words_need_a_currency_amount(sample_engine, hits,
 @pytest.mark.parametrize("question", ["生豆的收购价是按什么定的？", "一亩地一次施几斤尿素？", "卖鲜果之前要挑几遍？",
                                       "叶片上黄一块绿一块，是缺啥？"])
 def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, question):
-    assert missing_fact(question, hits) == ""
+    # (an amount in 斤 that this processing evidence does not hold is a missing figure, not a money ask)
+    assert missing_fact(question, hits) in ("", "具体数字")
 
 
 @pytest.mark.parametrize("question", ["今年雨季是早来还是晚来？", "这个月底会不会来寒潮？", "明年咖啡价格会不会涨？",
