@@ -230,8 +230,7 @@ def extractive_answer(
         source_best.setdefault(c.hit_rank, c.score)
     allowed = [r for r in range(lead) if r in source_best]
     if allowed:
-        best = source_best[allowed[0]]
-        allowed = allowed[:1] + [r for r in allowed[1:] if source_best[r] >= LEAD_FLOOR * best]
+        allowed = allowed[:1] + [r for r in allowed[1:] if source_best[r] >= LEAD_FLOOR * source_best[allowed[0]]]
         best = max(source_best[r] for r in allowed)
     else:
         allowed = [r for r, sc in source_best.items() if sc >= second_source_ratio * best][:max_sources]

@@ -167,10 +167,10 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
-    reply = next((t.content[:REPLY_CHARS] for t in reversed(recent) if t.role == "assistant"), "")
+    reply = _last(recent, "assistant")[:REPLY_CHARS]
     if not carried:
         carry(reply, REPLY_CARRIED)
-    elif not any(t in tokenizer.lexicon_set for t in carried) and _asks_what_it_is(_last_user(recent)):
+    elif not any(t in tokenizer.lexicon_set for t in carried) and _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and (stats is None or 0.0 < stats.share(e) <= ENTITY_SHARE)][:REPLY_CARRIED]
         carried[:0] = named
@@ -184,8 +184,9 @@ _WHAT_IS_IT = re.compile(r"是(?:啥|什么|哪样|哪种)|(?:啥|什么|哪样)
 _ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|好多|几|能不能|要不要|得不得")
 
 
-def _last_user(turns: Sequence[Turn]) -> str:
-    return next((t.content for t in reversed(turns) if t.role == "user"), "")
+def _last(turns: Sequence[Turn], role: str) -> str:
+    """The latest turn of `role` ("" when there is none)."""
+    return next((t.content for t in reversed(turns) if t.role == role), "")
 
 
 def _asks_what_it_is(text: str) -> bool:
@@ -209,8 +210,7 @@ def conversation_text(question: str, history: Sequence[Turn], turns: int = 2) ->
     """A follow-up in plain words, as a sentence encoder reads it: the user's previous question, the opening of the
     reply (without citation tags or the extractive header line), then the question."""
     recent = list(history)[-turns:] if turns > 0 else []
-    previous = next((t.content for t in reversed(recent) if t.role == "user"), "")
-    reply = next((t.content for t in reversed(recent) if t.role == "assistant"), "")
+    previous, reply = _last(recent, "user"), _last(recent, "assistant")
     reply = CANONICAL.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
     return " ".join(part.strip() for part in (previous, reply[:REPLY_CHARS], question) if part.strip())
 

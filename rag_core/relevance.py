@@ -117,12 +117,17 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
         if m and not (answered_by.search(evidence) if answered_by else _asked_word(m.group(0)) in evidence):
             return name
     total = _TOTAL.search(question)
-    if total and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _UNIT_FORMS[total.group(1) or total.group(2)] + ")", evidence):
+    if total and not _has_number_in(_UNIT_FORMS[total.group(1) or total.group(2)], evidence):
         return "统计数字"
     amount = _AMOUNT.search(question)
-    if amount and not re.search(r"\d\s*(?:万|千|百)?\s*(?:" + _AMOUNT_FORMS[amount.group(1)] + ")", evidence):
+    if amount and not _has_number_in(_AMOUNT_FORMS[amount.group(1)], evidence):
         return "具体数字"
     return ""
+
+
+def _has_number_in(units: str, evidence: str) -> bool:
+    """Whether the evidence states a number in one of `units` (a regex alternation)."""
+    return bool(re.search(r"\d\s*(?:万|千|百)?\s*(?:" + units + ")", evidence))
 
 
 def _asked_word(match: str) -> str:

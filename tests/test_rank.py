@@ -261,3 +261,11 @@ def test_labelled_follow_ups_are_rewritten_for_training_as_the_pipeline_rewrites
     for ex in examples:  # the ranker learns from the query it will be given (the build's term statistics decide)
         item = items[ex.key]
         assert ex.rewritten == sample_engine.rewrite(item.question, item.history), item.question
+
+
+def test_the_rankers_training_key_covers_har():
+    # training rewrites labelled follow-ups with rag_core.history: a ranker trained before a HAR change is stale
+    from rag_core.rank.train import code_files
+
+    names = {p.name for p in code_files()}
+    assert {"history.py", "synonyms.tsv", "train.py", "features.py"} <= names and all(p.exists() for p in code_files())

@@ -113,14 +113,20 @@ def corpus_stats(build_dir: Path, index: IndexReader) -> CorpusStats:
     return CorpusStats.from_tokens(load_tokens(build_dir / "tokens.jsonl"), index.chunks)
 
 
+def code_files() -> list[Path]:
+    """What a trained ranker's behaviour depends on besides the data: its own code, the synonyms, and HAR (training
+    rewrites labelled follow-ups as the pipeline does)."""
+    package = Path(__file__).parents[1]
+    return sorted(Path(__file__).parent.glob("*.py")) + [package / "resources" / "synonyms.tsv", package / "history.py"]
+
+
 def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path], e5: E5Encoder | None = None) -> str:
     """What a trained ranker depends on: the chunks, the gold files, the ranker's code, the retrieval settings and
     whether the e5 features are in."""
     h = hashlib.sha256()
     h.update(json.dumps([dataclasses.asdict(cfg.retrieval), cfg.history.har_turns, embedder.name,
                          e5.name if e5 is not None else None], sort_keys=True).encode())
-    package = Path(__file__).parents[1]  # the ranker's code, the synonyms, and HAR (training rewrites follow-ups)
-    for path in sorted(Path(__file__).parent.glob("*.py")) + [package / "resources" / "synonyms.tsv", package / "history.py"]:
+    for path in code_files():
         h.update(path.name.encode() + path.read_bytes())
     for path in paths:
         h.update(path.name.encode() + (path.read_bytes() if path.exists() else b"-"))
