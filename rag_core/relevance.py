@@ -18,6 +18,7 @@ Tuned on dev, dev-multiturn and adversarial-oos (tests/data/eval); adversarial-o
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -25,6 +26,7 @@ from typing import Sequence
 from .history import topic_strength
 from .lexical import Tokenizer
 from .records import Hit
+from .sentences import sentence_spans
 from .termstats import TermStats
 
 MIN_COVERAGE = 0.12
@@ -123,6 +125,77 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     if amount and not _has_number_in(_AMOUNT_FORMS[amount.group(1)], evidence):
         return "具体数字"
     return ""
+
+
+# An amount asked in a unit of some kind (签几年, 隔好久, 打几回, 零下几度, 好多公斤, 啥子比例) is answered by a number
+# of that kind standing beside what the question asks it about, not by any such number in the passages: "澳洲坚果扛得住
+# 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
+_KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
+          "temperature": "°C|℃|度|°", "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
+          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+_SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
+_UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
+              **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
+              **dict.fromkeys(("年", "个月", "月", "天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟", "季"), "time"),
+              **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
+              **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), "倍": "ratio", "成": "ratio"}
+_ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
+                         + "|".join(sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
+                         r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
+_CLAUSE_ENDS = "，,。？?！!；;：:"
+ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
+MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
+_ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
+
+
+def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
+    heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
+    evidence uses (IDF-weighted; a growers' word counts through the synonym table's KB words); "" otherwise."""
+    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) else _UNIT_KIND[m.group(1)])
+            for m in _ASKED_UNIT.finditer(question)
+            # a clause that opens on 几棵, 几次 counts its subject ("几棵咖啡树长得矮小": a few trees); 几年能结果 asks
+            if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
+                    in ("", *_CLAUSE_ENDS))]
+    if not asks or not hits:
+        return ""
+    evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
+    anchors = [(forms, weight) for forms, weight in _anchors(question, tokenizer, stats, [a for a, _ in asks])
+               if any(f in evidence for f in forms)]
+    if not anchors:
+        return ""
+    total = sum(weight for _, weight in anchors)
+    windows = []  # (a sentence, it with its neighbours and heading)
+    for h in hits:
+        sentences = [h.chunk.text[a:b] for a, b in sentence_spans(h.chunk.text)]
+        windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2])) for i, s in enumerate(sentences)]
+    for _, kind in asks:
+        figure = re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + _KINDS[kind] + ")"
+                            + ("|" + _SAME_DAY if kind == "time" else ""))
+        support = max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
+                       for sentence, around in windows if figure.search(sentence)), default=0.0)
+        if support < MIN_AMOUNT_SUPPORT:
+            return "具体数字"
+    return ""
+
+
+def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str]) -> list[tuple[list[str], float]]:
+    """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
+    and the synonym table's words for a growers' word) and its IDF in the knowledge base."""
+    keys = [k for k in tokenizer.synonyms if k in question]
+    out = {}
+    for word, flag in tokenizer.tagged(question):
+        if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
+                or any(word in a for a in asked):
+            continue
+        mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
+        forms = ([word] if stats.known(word) else []) + mapped
+        if not forms:
+            continue
+        share = stats.share(word) or max(stats.share(t) for t in mapped)
+        if share <= ANCHOR_SHARE:
+            out[word] = (forms, math.log(1 / share))
+    return list(out.values())
 
 
 def _has_number_in(units: str, evidence: str) -> bool:
@@ -335,5 +408,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats) if stats else "")
                or unknown_latin_name(question, corpus_text)
-               or unknown_topic(question, corpus_text) or missing_fact(asked, hits))
+               or unknown_topic(question, corpus_text) or missing_fact(asked, hits)
+               # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
+               or (unanchored_amount(asked, hits, tokenizer, stats) if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

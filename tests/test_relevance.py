@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag_core.relevance import assess, missing_fact, other_crop, unknown_focus, unknown_latin_name, unknown_words
+from rag_core.records import Chunk, Hit
+from rag_core.relevance import (assess, missing_fact, other_crop, unanchored_amount, unknown_focus,
+                                 unknown_latin_name, unknown_words)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,55 @@ def test_a_latin_name_the_kb_never_writes(sample_engine):
     corpus = sample_engine.index.corpus_text
     assert unknown_latin_name("GAP认证怎么申请？", corpus) == "GAP"
     assert unknown_latin_name("SCA杯测多少分算精品？", corpus) == ""
+
+
+def _passages(*texts: str, section: str = "") -> list[Hit]:
+    return [Hit(Chunk("0" * 8, i, "x.md", "x", section, t, 0, len(t)), 1.0) for i, t in enumerate(texts)]
+
+
+def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(sample_engine):
+    """The near miss: the KB names the topic and gives figures of the asked kind, but for something else."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "澳洲坚果最低扛得住零下几度？"
+    near_miss = _passages("澳洲坚果常绿、树体高大，可作咖啡园的永久荫蔽树。", "小粒咖啡叶片在 0 至 −2 °C 左右即可受害。")
+    assert unanchored_amount(question, near_miss, tok, stats) == "具体数字"
+    stated = _passages("澳洲坚果常绿、树体高大，成年树可耐 −4 °C 的短时低温。", "小粒咖啡叶片在 0 至 −2 °C 左右即可受害。")
+    assert unanchored_amount(question, stated, tok, stats) == ""
+    # a figure of another kind is no answer either (4 年 is no temperature)
+    assert unanchored_amount(question, _passages("澳洲坚果定植后 4 年开始结果。"), tok, stats) == "具体数字"
+    # the heading and the neighbouring sentence say what a figure is about
+    headed = _passages("一般在 9–12 月最重。", section="咖啡锈病 › 发生规律")
+    assert unanchored_amount("锈病一年里头哪几个月最凶？", headed, tok, stats) == ""
+    assert unanchored_amount("锈病一年里头哪几个月最凶？", _passages("锈病的流行规律如下。一般在 9–12 月最重。"), tok, stats) == ""
+
+
+def test_how_long_is_answered_in_words_too(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    same_day = _passages("鲜果浮选后应立即脱皮，当天采摘的鲜果应在当天脱皮完毕。")
+    assert unanchored_amount("鲜果采回来多久要脱皮？", same_day, tok, stats) == ""
+    assert unanchored_amount("鲜果采回来多久要脱皮？", _passages("脱皮机要调好间隙。"), tok, stats) == "具体数字"
+
+
+def test_a_growers_word_anchors_through_the_synonym_table(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    rust = _passages("云南的咖啡锈病在雨季开始后逐步加重，9–12 月是发病高峰。")
+    assert unanchored_amount("叶子背面起黄粉的那种病，一年里头哪几个月最凶？", rust, tok, stats) == ""
+
+
+@pytest.mark.parametrize("question", ["几棵咖啡树长得矮小发黄，咋个查？", "园子里有几棵叶子黄了，是缺啥？", "好几年没修枝了，咋个整？",
+                                      "澳洲坚果种在咖啡地里好不好？"])
+def test_a_few_trees_or_years_ask_no_amount(sample_engine, question):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unanchored_amount(question, _passages("澳洲坚果常绿、树体高大。咖啡树矮小发黄多是缺肥。"), tok, stats) == ""
+
+
+def test_a_follow_up_is_not_held_to_its_own_few_words(sample_engine):
+    """Only a question as asked is judged: a follow-up's words ("隔好久打一回") name too little to anchor a figure."""
+    tok, stats, corpus = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    own = "澳洲坚果扛得住零下几度？"
+    near_miss = _passages("澳洲坚果常绿、树体高大，可作咖啡园的永久荫蔽树。", "小粒咖啡叶片在 0 至 −2 °C 左右即可受害。")
+    assert assess(own, near_miss, tok, corpus, stats).missing == "具体数字"
+    assert assess("咖啡 荫蔽树 " + own, near_miss, tok, corpus, stats, asked=own).missing == ""
 
 
 def test_asked_facts_come_from_the_users_own_words(sample_engine):
