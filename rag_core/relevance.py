@@ -10,8 +10,9 @@ decision is lexical and explainable, from the corpus itself and the question's s
    (红蜘蛛, 沼液 …) that the corpus lacks (character patterns, the older test);
 4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
    of money, a forecast (会不会下霜, and the date a coming season arrives: 明年雨季哪天来), a brand or vendor, paperwork, a
-   year, a person, a total in a unit, an address, an insurer's payment, home roasting and brewing: the near miss,
-   where the knowledge base has the topic but not the fact;
+   year, a person, a total in a unit, an address, an insurer's payment, home roasting and brewing, and an amount in a
+   unit (几年, 好久, 零下几度) that no sentence states beside what the question asks it about: the near miss, where
+   the knowledge base has the topic but not the fact;
 5. the best evidence covers too little of what the question asks (weighted share of its content words).
 The asks are the ways Chinese asks for a kind of fact (多少钱, 几个钱, 会不会下霜), not topics of a question set.
 Tuned on dev, dev-multiturn and adversarial-oos (tests/data/eval); adversarial-oos2 and dev2 are kept for checking.
@@ -37,7 +38,7 @@ _SCOPE = re.compile(
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|病|菌|液|灵)")
-_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传")
+_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭")  # 啥子病, 遭病: grammar
 
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic

@@ -7,7 +7,7 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (assess, missing_fact, other_crop, unanchored_amount, unknown_focus,
-                                 unknown_latin_name, unknown_words)
+                                 unknown_latin_name, unknown_topic, unknown_words)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +94,13 @@ def test_a_latin_name_the_kb_never_writes(sample_engine):
     assert unknown_latin_name("SCA杯测多少分算精品？", corpus) == ""
 
 
+def test_what_disease_and_falling_ill_name_no_disease(sample_engine):
+    corpus = sample_engine.index.corpus_text
+    assert unknown_topic("叶子上起黑斑，是啥子病？", corpus) == ""  # 啥子病: "what disease", not a 子病
+    assert unknown_topic("遭病的树咋个救？", corpus) == ""
+    assert unknown_topic("咖啡叶子上有红蜘蛛，是啥子病？", corpus) == "红蜘蛛"  # a pest the sample KB never names
+
+
 def _passages(*texts: str, section: str = "") -> list[Hit]:
     return [Hit(Chunk("0" * 8, i, "x.md", "x", section, t, 0, len(t)), 1.0) for i, t in enumerate(texts)]
 
@@ -167,7 +174,10 @@ def test_a_rare_dictionary_word_of_three_characters_is_a_word_not_a_fragment(sam
 
 
 @pytest.mark.parametrize("question", ["天气预报说今晚最低3度，低处的咖啡会冻吗？", "从外县调咖啡苗要办什么手续？",
-                                      "咖啡地里套种香蕉，香蕉种多密？", "三唑酮防锈病兑多少倍？"])
+                                      "咖啡地里套种香蕉，香蕉种多密？", "三唑酮防锈病兑多少倍？",
+                                      # Yunnan and everyday words the synonym table maps (none a topic the KB lacks)
+                                      "冷窝子里头的咖啡咋个防霜？", "红土地种咖啡要不要撒石灰？", "半坡上种咖啡好不好？",
+                                      "施肥打药的活路一年咋个安排？"])
 def test_answerable_questions_phrased_like_the_refused_ones_are_answered(sample_engine, question):
     answer = sample_engine.answer(question)
     assert answer.covered and answer.citations
