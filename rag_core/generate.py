@@ -152,7 +152,9 @@ INTENTS = (
     (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理"),
      re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防|恢复|补救")),
     (re.compile(r"(?:用|打|喷|施)(?:什么|啥)(?:药|农药)|什么药|啥药|药剂"), re.compile(r"化学|药剂|用药|喷施|喷药|杀菌剂|杀虫剂")),
-    (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"), re.compile(r"季节|时期|时间|月|物候|农事")),
+    # a when is also a wait: "等待 2～4 周", "2～4 周后再剪" (not "1–2 周内脱落", how soon a symptom shows)
+    (re.compile(r"什么时候|啥时候|几月|哪个月|季节|时期"),
+     re.compile(r"季节|时期|时间|月|物候|农事|等(?:待|到)?\s*\d[^，,。；;]{0,6}(?:周|天|d)|\d\s*(?:周|天|d)(?:后|以后)再")),
     (re.compile(r"怎么识别|咋识别|什么症状|啥症状|是什么病|是啥病|什么虫|啥虫|怎么看"), re.compile(r"症状|识别|诊断|特征")),
     (re.compile(r"施多少|用量|多少肥|几次肥|怎么施|咋施"), re.compile(r"施肥|用量|肥")),
     (re.compile(r"怎么恢复|咋恢复|怎么救|咋救|还有救|怎么补救|怎么管|咋管|怎么处理"), re.compile(r"恢复|补救|管理|复壮|更新")),
@@ -263,7 +265,7 @@ def extractive_answer(
     # from a further passage, cited on its own.
     # With `lead`, so does the first ask: the passages led with were chosen by rank, not for holding its kind of
     # answer ("咋办" answered by symptoms alone gets the recovery section too).
-    for intent in asked_kinds[0 if lead else 1:]:
+    for intent in asked_kinds:
         if any(intent in c.answers for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best

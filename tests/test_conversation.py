@@ -282,6 +282,27 @@ def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine
     assert cited[0] == wait.id, text
 
 
+def test_a_when_question_gets_the_wait_even_when_its_passages_were_picked_by_their_sentences(sample_engine):
+    # lead=0 (a follow-up's evidence laid out by the conversation): the passages whose sentences share the most words
+    # say how far to cut back and what frozen bark looks like; "什么时候" is answered by the one that says to wait
+    from rag_core.generate import extractive_answer
+    from rag_core.records import Hit
+
+    chunks = sample_engine.index.chunks
+    by_level = next(c for c in chunks if "轻度冻害" in c.text and "剪除冻死的嫩梢" in c.text)
+    bark = next(c for c in chunks if "枝条受冻后皮层变褐" in c.text)
+    wait = next(c for c in chunks if "等待 2～4 周" in c.text and "不要急于修剪" in c.text)
+    hits = [Hit(by_level, 3.2), Hit(bark, 2.1), Hit(wait, 3.0)]
+    text, cited = extractive_answer("那冻死的枝条什么时候剪？", hits, sample_engine.tokenizer,
+                                    context="下霜 叶子 冻死的枝条什么时候剪？", lead=0)
+    assert wait.id in cited and "2～4 周" in text, text
+
+
+def test_the_kbs_own_faq_for_the_question_leads_the_answer(sample_engine):
+    answer = sample_engine.answer("咖啡树叶子发黄是缺什么肥？")
+    assert "问：咖啡叶子发黄" in answer.citations[0].text and "缺氮" in answer.text, answer.text
+
+
 # Cases written for the forecast and animal rules, none from a gold set: a coming season's date is a forecast (how
 # the weather usually runs, or when to work in it, is not); a farm animal the knowledge base never names is a topic it
 # cannot answer, whatever coffee words come with it (a pest it names, 蜗牛 or 天牛, and its manure are answerable).

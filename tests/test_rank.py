@@ -269,3 +269,15 @@ def test_the_rankers_training_key_covers_har():
 
     names = {p.name for p in code_files()}
     assert {"history.py", "synonyms.tsv", "train.py", "features.py"} <= names and all(p.exists() for p in code_files())
+
+
+def test_a_passage_asking_the_users_question_in_its_faq_ranks_first_by_more_than_the_unsure_margin():
+    import math
+
+    from rag_core.rank.infer import FAQ_MATCH, faq_first
+
+    scores = [2.0, 1.5, 0.4]
+    assert faq_first(scores, [0.1, 0.2, FAQ_MATCH - 0.01]) == scores  # a similar FAQ line is not the question
+    ranked = faq_first(scores, [0.1, 0.2, 0.8])
+    assert ranked[2] > max(scores) + math.log(2) and ranked[:2] == scores[:2]
+    assert faq_first([], []) == []
