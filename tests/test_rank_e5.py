@@ -20,7 +20,7 @@ from rag_core.models import HashingEmbedder  # noqa: E402
 from rag_core.pipeline import make_tokenizer  # noqa: E402
 from rag_core.rank.encoder import E5_FEATURES, E5_FILE, load_encoder  # noqa: E402
 from rag_core.rank.features import FEATURES  # noqa: E402
-from rag_core.rank.infer import Featurizer, LearnedReranker, load_stats  # noqa: E402
+from rag_core.rank.infer import Featurizer, LearnedReranker, faq_first, load_stats  # noqa: E402
 from rag_core.rank.model import RANKER_FILE, load_ranker  # noqa: E402
 from rag_core.retrieve import Retriever  # noqa: E402
 from tests.conftest import offline_config  # noqa: E402
@@ -106,7 +106,8 @@ def test_with_e5_switched_off_at_query_time_the_fallback_reranks(tiny_e5, caplog
     result = retriever.search(Q)
     assert result.reranker == "learned-lr" and all("rerank" in h.ranks for h in result.evidence)
     fallback = load_ranker(Layout(cfg.data_dir).current_dir()).fallback
-    scores = fallback.score(retriever.learned.featurize(pool))
+    x = retriever.learned.featurize(pool)
+    scores = np.array(faq_first(list(fallback.score(x)), x[:, FEATURES.index("faq")]))  # the FAQ rule still applies
     expected = [pool.fused[i][0] for i in np.argsort(-scores, kind="stable")][: cfg.retrieval.final_topk]
     assert [retriever.index.position[h.chunk.id] for h in result.evidence] == expected
     assert any("without its e5 features" in r.getMessage() and "off" in r.getMessage() for r in caplog.records)
@@ -131,7 +132,8 @@ def test_an_encoder_that_fails_on_a_question_costs_the_e5_features_not_the_ranki
         scores = ranker.score(pool, Q)
         ranker.score(pool, Q)
     assert ranker.name == "learned-lr" and len(scores) == len(pool.fused)
-    assert scores == pytest.approx(list(ranker.model.score(ranker.featurize.base(pool))))
+    base = ranker.featurize.base(pool)
+    assert scores == pytest.approx(faq_first(list(ranker.model.score(base)), base[:, FEATURES.index("faq")]))
     assert sum("e5 features failed" in r.getMessage() for r in caplog.records) == 1
 
 
