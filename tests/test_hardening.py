@@ -294,10 +294,12 @@ async def test_fuzzed_messages_all_get_a_reply(sample_engine, store):
 
 
 @pytest.mark.slow
-async def test_2000_fuzzed_messages_all_get_a_reply(sample_engine, store):
+async def test_1000_fuzzed_messages_all_get_a_reply(sample_engine, store):
+    # 1,000 (was 2,000, 74 s of a suite near its 10-minute budget): every message kind of fuzz_messages still comes
+    # up scores of times, and the 100-message test above runs with another seed
     cfg = dataclasses.replace(sample_engine.cfg, bot=dataclasses.replace(sample_engine.cfg.bot, rate_limit_per_minute=0))
     service = ChatService(cfg, sample_engine, store)
-    assert await run_fuzz(service, fuzz_messages(2000, seed=2026)) == (0, 0)
+    assert await run_fuzz(service, fuzz_messages(1000, seed=2026)) == (0, 0)
 
 
 async def test_telegram_inbox_stores_a_message_with_a_lone_surrogate(tmp_path):
