@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .lexical import Tokenizer
-from .records import Hit, Turn
+from .records import Chunk, Hit, Turn
 from .sentences import FULL_STOP, sentence_spans
 
 log = logging.getLogger(__name__)
@@ -315,6 +315,29 @@ def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits:
     # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
     best = min(siblings, key=lambda s: not INTENTS[REMEDY][1].search(s[1]), default=None)
     return best[0] if best else None
+
+
+def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[Chunk], limit: int = 3) -> list[Hit]:
+    """The evidence, and for "怎么防治" whose first passage is one control section of a heading (农业防治 under 锈病的
+    防治方法), the opening passage of each sibling control section of the same document (田间监测, 化学防治) behind it,
+    even when retrieval ranked it below the five: a manual answers 怎么防治 with the whole section."""
+    hits = list(hits)
+    if not hits or asked_intents(question)[:1] != [CONTROL]:
+        return hits
+    first = hits[0].chunk
+    parent, _, leaf = first.section.rpartition(" › ")
+    if not parent or not INTENTS[CONTROL][1].search(leaf):
+        return hits
+    shown = {h.chunk.section for h in hits if h.chunk.docid == first.docid}
+    floor = min(h.score for h in hits)
+    for chunk in chunks:  # in document order: a section's opening passage comes first
+        p, _, l = chunk.section.rpartition(" › ")
+        if (chunk.docid == first.docid and p == parent and l != leaf and chunk.section not in shown
+                and INTENTS[CONTROL][1].search(l) and limit > 0):
+            hits.append(Hit(chunk, floor - 1.0, {}))
+            shown.add(chunk.section)
+            limit -= 1
+    return hits
 
 
 # A question asking how many, how much or how long wants a number; when the passages shown hold none, say so rather

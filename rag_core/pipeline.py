@@ -11,7 +11,8 @@ from typing import Callable, Sequence
 
 from .citations import backfill, validate_citations
 from .config import Config
-from .generate import NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered
+from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
+                       with_control_sections)
 from .history import carry_topic, classify, conversation_text, inject_history, leans_back, rewrite_query
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
@@ -203,6 +204,7 @@ class Engine:
         coverage = assess(retrieval.rewritten_query, hits, self.tokenizer, self.index.corpus_text, self.term_stats,
                           asked=question)
         covered = bool(hits) and (coverage.covered or not options.refuse)
+        shown: Sequence[Hit] = hits
         if not covered:
             text, mode, cited = not_covered(coverage.missing), "extractive", []
         else:
@@ -215,15 +217,16 @@ class Engine:
                     log.warning("LLM failed (%s), answering extractively: %s", exc.kind, exc)
                     warnings.append(f"LLM unavailable ({exc.kind}): extractive answer")
             if text is None:
+                shown = with_control_sections(question, hits, self.index.chunks)
                 text, cited = extractive_answer(
-                    question, hits, self.tokenizer, self.cfg.llm.answer_chars, context=retrieval.rewritten_query,
+                    question, shown, self.tokenizer, self.cfg.llm.answer_chars, context=retrieval.rewritten_query,
                     lead=lead_passages(retrieval),
                 )
                 if not cited:
                     text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
         timings["generate"] = (time.perf_counter() - t) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
-        by_id = {h.chunk.id: h.chunk for h in hits}
+        by_id = {h.chunk.id: h.chunk for h in shown}  # a cited sibling control section is no retrieved hit
         return Answer(
             query=question,
             rewritten_query=retrieval.rewritten_query,

@@ -267,6 +267,24 @@ def test_how_to_control_gets_the_cultural_and_the_chemical_section(sample_engine
     assert len(answer.citations) == 2 and len(answer.text) < 600
 
 
+def test_how_to_control_gets_the_chemical_section_even_when_retrieval_ranked_it_below_the_five(sample_engine):
+    from rag_core.generate import extractive_answer, with_control_sections
+    from rag_core.records import Hit
+
+    chunks = sample_engine.index.chunks
+    cultural = next(c for c in chunks if c.section.endswith("（一）农业防治") and "锈病" in c.section)
+    symptoms = next(c for c in chunks if c.section.endswith("二、咖啡锈病的症状识别"))
+    hits = [Hit(cultural, 6.4), Hit(symptoms, 3.8)]
+    shown = with_control_sections("咖啡锈病怎么防治？", hits, chunks)
+    leaves = [h.chunk.section.rpartition(" › ")[2] for h in shown[2:]]
+    assert shown[:2] == hits and any("化学防治" in leaf for leaf in leaves) and len(leaves) == len(set(leaves)) <= 3
+    text, cited = extractive_answer("咖啡锈病怎么防治？", shown, sample_engine.tokenizer, lead=1)
+    assert any("化学防治" in h.chunk.section for h in shown if h.chunk.id in cited), text
+    # not for another ask, nor when the first passage is no control section
+    assert with_control_sections("咖啡锈病是什么症状？", hits, chunks) == hits
+    assert with_control_sections("咖啡锈病怎么防治？", hits[::-1], chunks) == hits[::-1]
+
+
 def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
     # the frost chapter's symptom passage ranked first, its "don't prune yet: wait 2–4 weeks" passage second (as the
     # e5 ranker orders them for 那冻死的枝条什么时候剪 after a frost question): the time is what was asked
