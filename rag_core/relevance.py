@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .history import topic_strength
 from .lexical import Tokenizer
@@ -240,14 +240,17 @@ def coverage_score(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top
     return sum(min(len(w), 4) for w in words if found(w)) / total
 
 
-def unknown_topic(question: str, corpus_text: str) -> str:
+def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequence[str]] = {}) -> str:
     """A topic of the question that the corpus never mentions ("" when there is none)."""
     for m in _SCOPE.finditer(question):
         if m.group(0) not in corpus_text:
             return m.group(0)
+    keys = [k for k in synonyms if k in question]
     for m in _NAMED.finditer(question):
-        # the shortest name, one character before the head ("红蜘蛛", "沼液"); unknown when even that is absent
-        if m.group(1) not in _NOT_A_NAME and m.group(0) not in corpus_text:
+        # the shortest name, one character before the head ("红蜘蛛", "沼液"); unknown when even that is absent, and
+        # when it is no growers' name the synonym table maps (黄粉病 is 锈病: 黄粉 ends at the head; 毛病 is a key)
+        if (m.group(1) not in _NOT_A_NAME and m.group(0) not in corpus_text
+                and not any(m.group(0) in k or question.find(k) + len(k) == m.start(2) for k in keys)):
             return m.group(0)
     return ""
 
@@ -409,7 +412,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats) if stats else "")
                or unknown_latin_name(question, corpus_text)
-               or unknown_topic(question, corpus_text) or missing_fact(asked, hits)
+               or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

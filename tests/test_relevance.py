@@ -99,6 +99,10 @@ def test_what_disease_and_falling_ill_name_no_disease(sample_engine):
     assert unknown_topic("叶子上起黑斑，是啥子病？", corpus) == ""  # 啥子病: "what disease", not a 子病
     assert unknown_topic("遭病的树咋个救？", corpus) == ""
     assert unknown_topic("咖啡叶子上有红蜘蛛，是啥子病？", corpus) == "红蜘蛛"  # a pest the sample KB never names
+    synonyms = sample_engine.tokenizer.synonyms  # growers' names the table maps are no unknown disease
+    assert unknown_topic("咖啡得了黄粉病咋办？", corpus, synonyms) == "" and unknown_topic("咖啡得了黄粉病咋办？", corpus) == "粉病"
+    assert unknown_topic("叶子得了黄叶病咋个整？", corpus, synonyms) == ""
+    assert unknown_topic("咖啡得了白粉病咋办？", corpus, synonyms) == "粉病"  # powdery mildew: no key maps it
 
 
 def _passages(*texts: str, section: str = "") -> list[Hit]:
