@@ -329,14 +329,15 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
     if not parent or not INTENTS[CONTROL][1].search(leaf):
         return hits
     shown = {h.chunk.section for h in hits if h.chunk.docid == first.docid}
-    floor = min(h.score for h in hits)
+    floor, retrieved = min(h.score for h in hits), len(hits)
     for chunk in chunks:  # in document order: a section's opening passage comes first
+        if len(hits) - retrieved >= limit:
+            break
         p, _, l = chunk.section.rpartition(" › ")
         if (chunk.docid == first.docid and p == parent and l != leaf and chunk.section not in shown
-                and INTENTS[CONTROL][1].search(l) and limit > 0):
+                and INTENTS[CONTROL][1].search(l)):
             hits.append(Hit(chunk, floor - 1.0, {}))
             shown.add(chunk.section)
-            limit -= 1
     return hits
 
 

@@ -107,7 +107,8 @@ _UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨":
 # An amount asked in a physical unit ("零下几度", "一亩收好多公斤", "调几毫米"): the evidence must hold a number in it.
 _AMOUNT = re.compile(r"(?:多少|好多|几)\s*(度|公斤|斤|千克|克|毫升|升|毫米|厘米|公分|万亩|小时|个钟头|个月|尾|头|箱)")
 _MASS, _VOLUME, _LENGTH, _TIME = "kg|g(?![a-z])|公斤|斤|克", "L|mL|ml|升|毫升|m³", "mm|cm|毫米|厘米|m(?![a-z²³])", "h(?![a-z])|小时"
-_AMOUNT_FORMS = {"度": "°C|℃|度|°", "公斤": _MASS, "斤": _MASS, "千克": _MASS, "克": _MASS,  # the same kind of unit:
+_TEMPERATURE = "°C|℃|度|°"
+_AMOUNT_FORMS = {"度": _TEMPERATURE, "公斤": _MASS, "斤": _MASS, "千克": _MASS, "克": _MASS,  # the same kind of unit:
                  "毫升": _VOLUME, "升": _VOLUME, "毫米": _LENGTH, "厘米": _LENGTH, "公分": _LENGTH,  # g per tree answers 几斤
                  "万亩": "万亩|亩", "小时": _TIME, "个钟头": _TIME, "个月": "个月|月", "尾": "尾", "头": "头", "箱": "箱"}
 
@@ -132,7 +133,7 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # of that kind standing beside what the question asks it about, not by any such number in the passages: "澳洲坚果扛得住
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
-          "temperature": "°C|℃|度|°", "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
+          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),

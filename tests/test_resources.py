@@ -198,3 +198,16 @@ def test_synonyms_bridge_growers_words(synonyms):
     assert "冰雹" in table["冷子"]
     assert "玉米" in table["包谷"]
     assert "霜冻" in table["冻"]
+
+
+def test_a_questions_tags_are_computed_once_and_handed_out_as_copies():
+    from rag_core.lexical import Tokenizer
+
+    tok = Tokenizer()
+    first = tok.tagged("咖啡锈病怎么防治？")
+    cut = tok._tagger.cut
+    seen = []
+    tok.__dict__["_tagger"] = type("Counting", (), {"cut": lambda self, text: seen.append(text) or cut(text)})()
+    first.append(("x", "x"))  # a caller's list is its own
+    assert tok.tagged("咖啡锈病怎么防治？") == first[:-1] and seen == []
+    assert tok.tagged("咖啡怎么修剪？") and seen == ["咖啡怎么修剪？"]
