@@ -26,11 +26,13 @@ _BACK_REFERENCE = re.compile(
     r"它|这个|那个|这种|那种|这些|那些|这样|那样|这么做|这病|这虫|这药|这肥|该病|该虫|该药|此病|此虫|此药"
     r"|上面|刚才|前面说|你说的|同样|还有呢|其他的呢|别的呢|然后呢"
 )
-# Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), and
-# conditions that continue it ("给苗子打的话，…").
-_LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]")
-# "…呢？" at the end asks "and what about …", relative to what was said before.
-_WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$")
+# Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), conditions
+# that continue it ("给苗子打的话，…"), and an action named without its object, which is the last turn's ("撒了以后…",
+# "修好以后…": zero anaphora).
+_LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]"
+                              r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)(?:以后|之后|后)")
+# "…呢？" asks "and what about …", relative to what was said before, at the end or before a second clause.
+_WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$|呢[？?]")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
 
 OWN_TOPIC = 2.0  # topic strength at which a question stands alone
