@@ -149,7 +149,7 @@ def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_
 # What a grower asks for, and the headings under which a manual answers it: "怎么防治" is answered under
 # "防治方法", not under "发生季节", even when both sections name the disease.
 INTENTS = (
-    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理"),
+    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理|咋个?整|怎么整|咋个办|咋个?弄|怎么弄"),
      re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防|恢复|补救")),
     (re.compile(r"(?:用|打|喷|施)(?:什么|啥)(?:药|农药)|什么药|啥药|药剂"), re.compile(r"化学|药剂|用药|喷施|喷药|杀菌剂|杀虫剂")),
     # a when is also a wait: "等待 2～4 周", "2～4 周后再剪" (not "1–2 周内脱落", how soon a symptom shows)
