@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 from .lexical import Tokenizer
 from .records import Chunk, Hit, Turn
@@ -270,9 +270,14 @@ def extractive_answer(
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
                       and not any(_similar(c.text, o.text) for o in chosen)), None)
-        if extra is not None and used + len(extra.text) <= budget * 1.5:
-            chosen.append(extra)
-            used += len(extra.text)
+        if extra is None:
+            continue
+        # a section looked up for what it is (the measures behind a description; no channel ranked it) is read
+        # from its start, where a manual puts what to do first, not from one sentence that shares a word
+        group = _opening(all_candidates, extra.hit_rank) if not hits[extra.hit_rank].ranks else [extra]
+        if used + sum(len(c.text) for c in group) <= budget * 1.5:
+            chosen.extend(group)
+            used += sum(len(c.text) for c in group)
             if extra.hit_rank not in sources:
                 sources.append(extra.hit_rank)
     # "怎么防治" is answered by every control section under the same heading (农业防治 and 化学防治 under
@@ -290,6 +295,19 @@ def extractive_answer(
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""
     return f"{EXTRACTIVE_HEADER}\n{bullets}{gap}", [hits[r].chunk.id for r in sources]
+
+
+OPENING_CHARS = 120  # how much of a looked-up section's start an answer shows
+
+
+def _opening(candidates: list[_Sentence], rank: int) -> list[_Sentence]:
+    """The first sentences of one passage, in its order, up to about OPENING_CHARS (at least one)."""
+    group: list[_Sentence] = []
+    for c in sorted((c for c in candidates if c.hit_rank == rank), key=lambda c: c.start):
+        if group and sum(len(g.text) for g in group) + len(c.text) > OPENING_CHARS:
+            break
+        group.append(c)
+    return group
 
 
 CONTROL, REMEDY = 0, 1  # INTENTS[0]: how to control or treat; INTENTS[1]: what to spray
@@ -320,22 +338,54 @@ def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits:
 def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[Chunk], limit: int = 3) -> list[Hit]:
     """The evidence, and for "怎么防治" whose first passage is one control section of a heading (农业防治 under 锈病的
     防治方法), the opening passage of each sibling control section of the same document (田间监测, 化学防治) behind it,
-    even when retrieval ranked it below the five: a manual answers 怎么防治 with the whole section."""
+    even when retrieval ranked it below the five: a manual answers 怎么防治 with the whole section.
+    A what-to-do question whose first passage only describes (叶片受冻的症状 for "叶子冻黑了，咋办？") gets the
+    opening passages of the measures that retrieval found further down in the same document (受害后的恢复管理 ›
+    不要急于修剪, 按受害程度修剪): what to do is the measures' section, from its start."""
     hits = list(hits)
     if not hits or asked_intents(question)[:1] != [CONTROL]:
         return hits
     first = hits[0].chunk
+    acts = INTENTS[CONTROL][1]
     parent, _, leaf = first.section.rpartition(" › ")
-    if not parent or not INTENTS[CONTROL][1].search(leaf):
+    if not _names_measures(first.section):
+        measure = next((h.chunk for h in hits[1:] if h.chunk.docid == first.docid and _names_measures(h.chunk.section)),
+                       None)
+        if measure is None:
+            return hits
+        # the measures' group: the heading that names them (受害后的恢复管理), every section under it
+        path = measure.section.split(" › ")
+        group = " › ".join(path[: next(i for i in range(1, len(path)) if acts.search(path[i])) + 1])
+        added = _append_openings(hits, chunks, first.docid, lambda sec: sec.startswith(group), limit)[len(hits):]
+        # read right after the description, in the order the section gives them: the measures are the answer
+        return [hits[0], *(replace(h, score=hits[0].score) for h in added), *hits[1:]]
+    if not parent or not acts.search(leaf):
         return hits
-    shown = {h.chunk.section for h in hits if h.chunk.docid == first.docid}
+
+    def sibling(section: str) -> bool:
+        p, _, l = section.rpartition(" › ")
+        return p == parent and l != leaf and bool(acts.search(l))
+
+    return _append_openings(hits, chunks, first.docid, sibling, limit)
+
+
+def _names_measures(section: str) -> bool:
+    """Whether a heading below the document's title names measures (the title, 主要病害识别与防治, names its whole
+    chapter, descriptions included)."""
+    return any(INTENTS[CONTROL][1].search(h) for h in section.split(" › ")[1:])
+
+
+def _append_openings(hits: list[Hit], chunks: Sequence[Chunk], docid: str, wanted: Callable[[str], bool],
+                     limit: int) -> list[Hit]:
+    """`hits` and, behind them, the opening passage of each wanted section of the document not shown yet (at most
+    `limit`, in document order), scored below every hit."""
+    hits = list(hits)
+    shown = {h.chunk.section for h in hits if h.chunk.docid == docid}
     floor, retrieved = min(h.score for h in hits), len(hits)
     for chunk in chunks:  # in document order: a section's opening passage comes first
         if len(hits) - retrieved >= limit:
             break
-        p, _, l = chunk.section.rpartition(" › ")
-        if (chunk.docid == first.docid and p == parent and l != leaf and chunk.section not in shown
-                and INTENTS[CONTROL][1].search(l)):
+        if chunk.docid == docid and chunk.section not in shown and wanted(chunk.section):
             hits.append(Hit(chunk, floor - 1.0, {}))
             shown.add(chunk.section)
     return hits

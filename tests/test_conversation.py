@@ -289,9 +289,35 @@ def test_how_to_control_gets_the_chemical_section_even_when_retrieval_ranked_it_
     assert shown[:2] == hits and any("化学防治" in leaf for leaf in leaves) and len(leaves) == len(set(leaves)) <= 3
     text, cited = extractive_answer("咖啡锈病怎么防治？", shown, sample_engine.tokenizer, lead=1)
     assert any("化学防治" in h.chunk.section for h in shown if h.chunk.id in cited), text
-    # not for another ask, nor when the first passage is no control section
+    # not for another ask
     assert with_control_sections("咖啡锈病是什么症状？", hits, chunks) == hits
-    assert with_control_sections("咖啡锈病怎么防治？", hits[::-1], chunks) == hits[::-1]
+    # a description first (症状识别), a control section further down: the control sections from their heading's start
+    # come right after the description, the one retrieved stays where it was
+    shown = with_control_sections("咖啡锈病怎么防治？", hits[::-1], chunks)
+    leaves = [h.chunk.section.rpartition(" › ")[2] for h in shown]
+    assert shown[0] == hits[1] and shown[-1] == hits[0]
+    assert leaves[1:-1] == ["（二）田间监测与防治指标", "（三）化学防治"], leaves
+
+
+def test_what_to_do_after_a_description_is_read_from_the_measures_start(sample_engine):
+    # "叶子冻黑了，咋办？": the e5 ranker puts the symptom passage first and a late recovery passage (调整负载) fifth;
+    # the answer reads the recovery section from its start (wait 2–4 weeks before pruning), cited
+    from rag_core.generate import extractive_answer, with_control_sections
+    from rag_core.records import Hit
+
+    chunks = sample_engine.index.chunks
+    symptoms = next(c for c in chunks if c.section.endswith("一、叶片受冻的症状"))
+    forming = next(c for c in chunks if c.section.endswith("一、寒害、冻害与霜冻的区别"))
+    late = next(c for c in chunks if c.section.endswith("五、调整负载与补植"))
+    hits = [Hit(symptoms, 4.8, {"rrf": 1}), Hit(forming, 3.2, {"rrf": 2}), Hit(late, 1.8, {"rrf": 5})]
+    question = "昨晚下霜了，咖啡叶子冻黑了一大片，咋办？"
+    shown = with_control_sections(question, hits, chunks)
+    assert shown[0] == hits[0] and "一、不要急于修剪" in shown[1].chunk.section and shown[-2:] == hits[1:]
+    text, cited = extractive_answer(question, shown, sample_engine.tokenizer, lead=1)
+    assert shown[1].chunk.id in cited, text
+    assert re.search(r"等待\s*2\s*[–～-]\s*4\s*周", text), text
+    # a question that asks what it looks like keeps the evidence as retrieved
+    assert with_control_sections("咖啡叶子受冻以后是什么样子？", hits, chunks) == hits
 
 
 def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
