@@ -341,7 +341,8 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
     even when retrieval ranked it below the five: a manual answers 怎么防治 with the whole section.
     A what-to-do question whose first passage only describes (叶片受冻的症状 for "叶子冻黑了，咋办？") gets the
     opening passages of the measures that retrieval found further down in the same document (受害后的恢复管理 ›
-    不要急于修剪, 按受害程度修剪): what to do is the measures' section, from its start."""
+    不要急于修剪, 按受害程度修剪): what to do is the measures' section, from its start. Where no heading there names
+    measures, a passage of that document whose opening clause does (采收卫生是预防…的主要措施) moves up to second."""
     hits = list(hits)
     if not hits or asked_intents(question)[:1] != [CONTROL]:
         return hits
@@ -352,7 +353,11 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
         measure = next((h.chunk for h in hits[1:] if h.chunk.docid == first.docid and _names_measures(h.chunk.section)),
                        None)
         if measure is None:
-            return hits
+            # a section that says in its opening words that it is a measure ("采收卫生是预防咖啡果小蠹的主要措施：")
+            # though its heading does not: read second, behind the description
+            stated = next((h for h in hits[1:] if h.chunk.docid == first.docid and acts.search(_opening_clause(h.chunk))),
+                          None)
+            return hits if stated is None else [hits[0], stated, *(h for h in hits[1:] if h is not stated)]
         # the measures' group: the heading that names them (受害后的恢复管理), every section under it
         path = measure.section.split(" › ")
         group = " › ".join(path[: next(i for i in range(1, len(path)) if acts.search(path[i])) + 1])
@@ -367,6 +372,12 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
         return p == parent and l != leaf and bool(acts.search(l))
 
     return _append_openings(hits, chunks, first.docid, sibling, limit)
+
+
+def _opening_clause(chunk: Chunk) -> str:
+    """The passage's first clause below its headings (to the first colon, full stop or semicolon)."""
+    lines = [line for line in chunk.text.splitlines() if line.strip() and not _is_heading(line, chunk.section)]
+    return re.split(r"[：:。；;]", "\n".join(lines), maxsplit=1)[0]
 
 
 def _names_measures(section: str) -> bool:

@@ -320,6 +320,25 @@ def test_what_to_do_after_a_description_is_read_from_the_measures_start(sample_e
     assert with_control_sections("咖啡叶子受冻以后是什么样子？", hits, chunks) == hits
 
 
+def test_how_to_control_after_a_description_reads_a_section_that_says_it_is_a_measure(sample_engine):
+    # 咖啡果小蠹怎么防治: morphology ranked first, then 监测与检疫, 采收卫生 ("采收卫生是预防咖啡果小蠹的主要措施："),
+    # no heading naming measures; the section whose opening says it is one is read second, and cited
+    from rag_core.generate import extractive_answer, with_control_sections
+    from rag_core.records import Hit
+
+    chunks = sample_engine.index.chunks
+    morphology = next(c for c in chunks if c.section.endswith("一、咖啡果小蠹的形态与为害"))
+    habits = next(c for c in chunks if c.section.endswith("二、咖啡果小蠹的生活习性"))
+    hygiene = next(c for c in chunks if c.section.endswith("四、采收卫生") and "果小蠹" in c.section)
+    hits = [Hit(morphology, 6.0, {"rrf": 1}), Hit(habits, 4.6, {"rrf": 2}), Hit(hygiene, 4.2, {"rrf": 3})]
+    shown = with_control_sections("咖啡果小蠹怎么防治？", hits, chunks)
+    assert [h.chunk.id for h in shown] == [morphology.id, hygiene.id, habits.id]
+    text, cited = extractive_answer("咖啡果小蠹怎么防治？", shown, sample_engine.tokenizer, lead=2)
+    assert hygiene.id in cited and "采收卫生" in text, text
+    # the order stays as retrieved for a question asking what it is
+    assert with_control_sections("咖啡果小蠹长什么样？", hits, chunks) == hits
+
+
 def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
     # the frost chapter's symptom passage ranked first, its "don't prune yet: wait 2–4 weeks" passage second (as the
     # e5 ranker orders them for 那冻死的枝条什么时候剪 after a frost question): the time is what was asked
