@@ -73,6 +73,8 @@ class _Sentence:
     text: str
     score: float
     answers: frozenset[int] = frozenset()  # the intents (indexes into INTENTS) its section or text answers
+    states: frozenset[int] = frozenset()  # … that it answers itself: by its text, its own heading or FAQ question,
+    # not a chapter's ("9 苗圃病虫害防治" frames its 症状 sentence as well as its 防治 one)
 
 
 _QUESTION_LINE = re.compile(r"^(?:问|Q|提问)\s*[：:]|[？?]$")
@@ -220,7 +222,9 @@ def extractive_answer(
             score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
                      + ANSWER_WEIGHT * len(_holds(asked_kinds, sent))) * prior
             if score > 0:
-                candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}")))
+                leaf = hit.chunk.section.rpartition(" › ")[2]
+                candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}"),
+                                            _intents(f"{leaf}\n{asked}\n{sent}")))
     if not candidates:
         return "", []
     best = max(c.score for c in candidates)
@@ -266,7 +270,7 @@ def extractive_answer(
     # With `lead`, so does the first ask: the passages led with were chosen by rank, not for holding its kind of
     # answer ("咋办" answered by symptoms alone gets the recovery section too).
     for intent in asked_kinds:
-        if any(intent in c.answers for c in chosen):
+        if any(intent in c.states for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
                       and not any(_similar(c.text, o.text) for o in chosen)), None)

@@ -339,6 +339,18 @@ def test_how_to_control_after_a_description_reads_a_section_that_says_it_is_a_me
     assert with_control_sections("咖啡果小蠹长什么样？", hits, chunks) == hits
 
 
+def test_a_chapter_heading_does_not_answer_what_to_do_for_a_symptom_sentence(sample_engine):
+    # the nursery rule's "9 苗圃病虫害防治 › 9.4 褐斑病和炭疽病" holds 9.4.1 症状 and 9.4.2 防治: the symptom sentence
+    # under a chapter named 防治 does not answer 咋整 by itself; the 防治 sentence joins it
+    from rag_core.generate import extractive_answer
+    from rag_core.records import Hit
+
+    passage = next(c for c in sample_engine.index.chunks if c.section.endswith("9.4 褐斑病和炭疽病"))
+    text, cited = extractive_answer("咖啡苗叶子上有褐色圆斑咋整？", [Hit(passage, 5.0, {"rrf": 1})],
+                                    sample_engine.tokenizer, lead=1)
+    assert cited == [passage.id] and "症状" in text and "波尔多液" in text, text
+
+
 def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
     # the frost chapter's symptom passage ranked first, its "don't prune yet: wait 2–4 weeks" passage second (as the
     # e5 ranker orders them for 那冻死的枝条什么时候剪 after a frost question): the time is what was asked
