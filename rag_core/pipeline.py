@@ -258,14 +258,16 @@ def lead_passages(retrieval: Retrieval) -> int:
     when the learned ranker cannot tell them apart. Its scores are pairwise log-odds (RankNet), so the second is
     the answer with probability about exp(s2 − s1) relative to the first; citing both has the larger expected
     citation F1 (2/3 · (p1 + p2) against p1) once that ratio passes 1/2. Other rankers' scores are not log-odds:
-    the first passage alone. 0 (the answer picks its passages by their sentences) when the evidence is not in the
-    ranker's order: a follow-up's or a hedged question's evidence is arranged by the conversation, not by score."""
+    the first passage alone. The evidence's order is the engine's last word, the ranker's and then the
+    conversation's (a follow-up's topic first, a continuing question's own passages alternating with its reading in
+    context): the first passage leads whatever its score, and a second that scored higher joins it (the arrangement,
+    not the ranker, put it second: for a question continuing the conversation, the best passage of each reading).
+    Leading by sentence overlap instead cited less well on every conversation set (train-colloquial follow-ups
+    0.273 against 0.330), and so did the first alone (0.318)."""
     hits = retrieval.evidence
-    if any(a.score < b.score for a, b in zip(hits, hits[1:])):
-        return 0
     if len(hits) > 1 and retrieval.reranker.startswith("learned") and hits[0].score - hits[1].score < UNSURE_MARGIN:
         return 2
-    return 1
+    return 1 if hits else 0
 
 
 def _is_refusal(text: str) -> bool:

@@ -455,7 +455,9 @@ def test_the_second_passage_is_cited_when_the_learned_ranker_cannot_tell_them_ap
     assert lead_passages(retrieval((3.0, 3.0 - UNSURE_MARGIN / 2, 1.0))) == 2  # p2/p1 = e^-0.35 > 1/2
     assert lead_passages(retrieval((3.0, 3.0 - 2 * UNSURE_MARGIN, 1.0))) == 1  # p2/p1 = 1/4
     assert lead_passages(retrieval((3.0, 2.9, 1.0), reranker="none")) == 1  # RRF scores are no log-odds
-    assert lead_passages(retrieval((2.0, 3.0, 1.0))) == 0  # arranged by the conversation, not by score
+    # arranged by the conversation: the first leads, and the second that the ranker liked better joins it
+    assert lead_passages(retrieval((2.0, 3.0, 1.0))) == 2
+    assert lead_passages(retrieval((2.0, 3.0, 1.0), reranker="none")) == 1
 
 
 PESTS = [Turn("user", "咖啡树干上有蛀孔，还往外冒木屑，是啥虫？"),
