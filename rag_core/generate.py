@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from .lexical import Tokenizer
+from .lexical import WHAT_TO_DO, Tokenizer
 from .records import Chunk, Hit, Turn
 from .sentences import FULL_STOP, sentence_spans
 
@@ -151,7 +151,7 @@ def query_terms(question: str, tokenizer: Tokenizer, context: str = "", context_
 # What a grower asks for, and the headings under which a manual answers it: "怎么防治" is answered under
 # "防治方法", not under "发生季节", even when both sections name the disease.
 INTENTS = (
-    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|咋办|怎么办|怎么处理|咋处理|咋个?整|怎么整|咋个办|咋个?弄|怎么弄"),
+    (re.compile(r"怎么防|咋防|怎么治|咋治|防治|怎么处理|咋处理|" + WHAT_TO_DO),
      re.compile(r"防治|防控|措施|方法|用药|化学|处理|预防|恢复|补救")),
     (re.compile(r"(?:用|打|喷|施)(?:什么|啥)(?:药|农药)|什么药|啥药|药剂"), re.compile(r"化学|药剂|用药|喷施|喷药|杀菌剂|杀虫剂")),
     # a when is also a wait: "等待 2～4 周", "2～4 周后再剪" (not "1–2 周内脱落", how soon a symptom shows)
@@ -204,6 +204,7 @@ def extractive_answer(
         # a sentence is read under its nearest headings: their terms count (once), and so does the kind of
         # section a question asks for ("怎么防治" → "防治方法", not "发生季节")
         heading = " ".join(hit.chunk.section.split(" › ")[-2:])
+        leaf = hit.chunk.section.rpartition(" › ")[2]  # what a sentence answers itself, without its chapter
         framing = intent_bonus(question, heading)
         asked = ""  # the FAQ question a sentence answers frames it, as a heading does
         table_header: list[str] | None = None
@@ -222,7 +223,6 @@ def extractive_answer(
             score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
                      + ANSWER_WEIGHT * len(_holds(asked_kinds, sent))) * prior
             if score > 0:
-                leaf = hit.chunk.section.rpartition(" › ")[2]
                 candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}"),
                                             _intents(f"{leaf}\n{asked}\n{sent}")))
     if not candidates:
@@ -350,24 +350,16 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
     hits = list(hits)
     if not hits or asked_intents(question)[:1] != [CONTROL]:
         return hits
+    if _names_measures(hits[0].chunk.section):
+        return _with_sibling_controls(hits, chunks, limit)
+    return _with_measures(hits, chunks, limit)
+
+
+def _with_sibling_controls(hits: list[Hit], chunks: Sequence[Chunk], limit: int) -> list[Hit]:
+    """The first passage is one control section of a heading: its siblings' openings behind the evidence."""
     first = hits[0].chunk
-    acts = INTENTS[CONTROL][1]
     parent, _, leaf = first.section.rpartition(" › ")
-    if not _names_measures(first.section):
-        measure = next((h.chunk for h in hits[1:] if h.chunk.docid == first.docid and _names_measures(h.chunk.section)),
-                       None)
-        if measure is None:
-            # a section that says in its opening words that it is a measure ("采收卫生是预防咖啡果小蠹的主要措施：")
-            # though its heading does not: read second, behind the description
-            stated = next((h for h in hits[1:] if h.chunk.docid == first.docid and acts.search(_opening_clause(h.chunk))),
-                          None)
-            return hits if stated is None else [hits[0], stated, *(h for h in hits[1:] if h is not stated)]
-        # the measures' group: the heading that names them (受害后的恢复管理), every section under it
-        path = measure.section.split(" › ")
-        group = " › ".join(path[: next(i for i in range(1, len(path)) if acts.search(path[i])) + 1])
-        added = _append_openings(hits, chunks, first.docid, lambda sec: sec.startswith(group), limit)[len(hits):]
-        # read right after the description, in the order the section gives them: the measures are the answer
-        return [hits[0], *(replace(h, score=hits[0].score) for h in added), *hits[1:]]
+    acts = INTENTS[CONTROL][1]
     if not parent or not acts.search(leaf):
         return hits
 
@@ -376,6 +368,23 @@ def with_control_sections(question: str, hits: Sequence[Hit], chunks: Sequence[C
         return p == parent and l != leaf and bool(acts.search(l))
 
     return _append_openings(hits, chunks, first.docid, sibling, limit)
+
+
+def _with_measures(hits: list[Hit], chunks: Sequence[Chunk], limit: int) -> list[Hit]:
+    """The first passage only describes: the measures of its document read right after it."""
+    docid, acts = hits[0].chunk.docid, INTENTS[CONTROL][1]
+    measure = next((h.chunk for h in hits[1:] if h.chunk.docid == docid and _names_measures(h.chunk.section)), None)
+    if measure is None:
+        # a section that says in its opening words that it is a measure ("采收卫生是预防咖啡果小蠹的主要措施：")
+        # though its heading does not: read second, behind the description
+        stated = next((h for h in hits[1:] if h.chunk.docid == docid and acts.search(_opening_clause(h.chunk))), None)
+        return hits if stated is None else [hits[0], stated, *(h for h in hits[1:] if h is not stated)]
+    # the measures' group: the heading that names them (受害后的恢复管理), every section under it, in the order the
+    # document gives them, right after the description
+    path = measure.section.split(" › ")
+    group = " › ".join(path[: next(i for i in range(1, len(path)) if acts.search(path[i])) + 1])
+    added = _append_openings(hits, chunks, docid, lambda section: section.startswith(group), limit)[len(hits):]
+    return [hits[0], *added, *hits[1:]]
 
 
 def _opening_clause(chunk: Chunk) -> str:

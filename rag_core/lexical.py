@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 _KEEP = re.compile(r"[\w°²³%.]+")  # a token worth indexing has a letter, digit or CJK character
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+# Asking what to do about something, in standard and Yunnan words (咋整, 咋个办, 怎么弄): the answer stage's and the
+# ranker's control intent
+WHAT_TO_DO = r"咋办|怎么办|咋个?整|怎么整|咋个办|咋个?弄|怎么弄"
 TAG_CACHE = 1024  # questions whose part-of-speech tags a tokenizer keeps (emptied when full)
 _FUNCTION_POS = set("mqrdcfupyeoxwz")  # jieba's numerals, measures, pronouns, adverbs, conjunctions, particles …
 

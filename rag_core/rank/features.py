@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..lexical import Tokenizer, has_cjk
+from ..lexical import WHAT_TO_DO, Tokenizer, has_cjk
 from ..records import Chunk
 
 FEATURES = (
@@ -53,8 +53,7 @@ _WINDOW = 40
 
 # Question intents (interrogative patterns, general Chinese) → what a passage answering them tends to contain.
 _Q_INTENT = {
-    "control": re.compile(r"防治|防控|治|咋办|怎么办|如何办|怎样处理|怎么处理|咋个?整|怎么整|咋个办|咋个?弄|怎么弄"
-                         r"|打什么药|用什么药|喷什么|控制|消灭|预防"),
+    "control": re.compile(r"防治|防控|治|如何办|怎样处理|怎么处理|打什么药|用什么药|喷什么|控制|消灭|预防|" + WHAT_TO_DO),
     "time": re.compile(r"什么时候|啥时候|何时|几月|哪个月|多久|多长时间|时期|季节|啥时|什么季节|时间"),
     "amount": re.compile(r"多少|几[个次天年株斤公克米倍成]|多大|多高|多深|多远|多宽|多长|多重|多厚|几度|比例|浓度|用量"),
     "reason": re.compile(r"为什么|为啥|咋回事|怎么回事|原因|什么原因|怎么会|为何"),
