@@ -351,6 +351,17 @@ def test_a_chapter_heading_does_not_answer_what_to_do_for_a_symptom_sentence(sam
     assert cited == [passage.id] and "症状" in text and "波尔多液" in text, text
 
 
+@pytest.mark.parametrize("question", ["叶子背面起黄粉粉，咋整？", "天牛钻进去了咋个办？", "果子掉得凶，怎么整？",
+                                      "这种黑果咋弄？"])
+def test_growers_words_for_what_to_do_ask_for_control(question):
+    # Yunnan what-to-do words ask what 咋办 asks: the answer's control sections and the ranker's control intent
+    from rag_core.generate import CONTROL, asked_intents
+    from rag_core.rank.features import _Q_INTENT
+
+    assert asked_intents(question)[:1] == [CONTROL]
+    assert _Q_INTENT["control"].search(question)
+
+
 def test_a_when_question_leads_with_the_sentence_that_holds_a_time(sample_engine):
     # the frost chapter's symptom passage ranked first, its "don't prune yet: wait 2–4 weeks" passage second (as the
     # e5 ranker orders them for 那冻死的枝条什么时候剪 after a frost question): the time is what was asked
