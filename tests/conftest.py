@@ -52,6 +52,14 @@ def sample_cfg(tmp_path_factory) -> Config:
 
 
 @pytest.fixture(scope="session")
+def eval_cfg(sample_cfg, tmp_path_factory) -> Config:
+    """The sample config on a data folder of its own that the evaluation tests share: `evaluate` builds its index
+    there once (about 30 s with the ranker's training) instead of once a test."""
+    return dataclasses.replace(sample_cfg, paths=dataclasses.replace(
+        sample_cfg.paths, data_dir=str(tmp_path_factory.mktemp("eval-data"))))
+
+
+@pytest.fixture(scope="session")
 def sample_engine(sample_cfg) -> Engine:
     """An offline engine over the sample KB (extractive answers). Do not swap its index: copy the config instead."""
     return engine_for(sample_cfg)

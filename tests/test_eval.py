@@ -49,8 +49,8 @@ def test_every_dev_quote_maps_on_the_sample_index(sample_engine):
 
 
 @pytest.mark.slow
-def test_regression_guard_and_report(sample_cfg, tmp_path):
-    cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(tmp_path / "data")))
+def test_regression_guard_and_report(eval_cfg, tmp_path):
+    cfg = eval_cfg
     report = evaluate(cfg, SHARED_EVAL / "dev.jsonl", ["full", "b2b", "b4"], runs=1, out_dir=tmp_path / "out", resamples=500)
     assert "b4" in report["skipped"] and "not available" in report["skipped"]["b4"]
     for name, floor in FLOOR_F1.items():
@@ -70,11 +70,11 @@ def test_regression_guard_and_report(sample_cfg, tmp_path):
 
 
 @pytest.mark.slow
-def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(sample_cfg, tmp_path):
+def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(eval_cfg, tmp_path):
     """dev-switch.jsonl: every dev question asked after the previous item's exchange (bench/switch_set.py), and
     dev-switch-lean.jsonl, the same opened with "那"; dev-conversations.jsonl (follow-ups and switches);
     adversarial-oos.jsonl: 40 out-of-scope questions of many kinds, written apart from the dev sets."""
-    cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(tmp_path / "data")))
+    cfg = eval_cfg
     data = Path(__file__).parent / "data" / "eval"  # the project's own sets (not in ../shared)
     switch = evaluate(cfg, data / "dev-switch.jsonl", ["full"], runs=1, out_dir=tmp_path / "s", resamples=200)
     kinds = switch["systems"]["full"]["by_kind"]

@@ -104,14 +104,15 @@ def test_each_fallback_warning_is_printed_once(sample_cfg, tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_logs_each_warning_once(sample_cfg, tmp_path):
-    """One engine per system: a model fallback is still said once per command, not once per system."""
+def test_eval_logs_each_warning_once(eval_cfg, tmp_path):
+    """One engine per system: a model fallback is still said once per command, not once per system. (The shared
+    evaluation folder: the fallback is the hashing embedder, so its evaluation index is built once for the session.)"""
     gold = tmp_path / "gold.jsonl"
     gold.write_text("".join((REPO / "tests/data/eval/dev.jsonl").read_text(encoding="utf-8").splitlines(True)[:3]),
                     encoding="utf-8")
     config = tmp_path / "config.toml"
     config.write_text(
-        f'[paths]\nkb_dir = "{sample_cfg.kb_dir}"\ndata_dir = "{tmp_path / "data"}"\n'
+        f'[paths]\nkb_dir = "{eval_cfg.kb_dir}"\ndata_dir = "{eval_cfg.data_dir}"\n'
         '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n'
         '[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8")

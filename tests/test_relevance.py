@@ -188,15 +188,14 @@ def test_answerable_questions_phrased_like_the_refused_ones_are_answered(sample_
 
 
 @pytest.mark.slow
-def test_the_held_out_out_of_scope_set_is_refused_and_its_controls_answered(sample_cfg, tmp_path):
+def test_the_held_out_out_of_scope_set_is_refused_and_its_controls_answered(eval_cfg, tmp_path):
     """adversarial-oos2.jsonl: 42 out-of-scope questions and 27 answerable controls phrased like them, written before
     these principles and kept out of their tuning (refused 19/42 and controls 2/27 before)."""
-    import dataclasses
     from pathlib import Path
 
     from rag_core.eval.run import evaluate
 
-    cfg = dataclasses.replace(sample_cfg, paths=dataclasses.replace(sample_cfg.paths, data_dir=str(tmp_path / "data")))
+    cfg = eval_cfg
     gold = Path(__file__).parent / "data" / "eval" / "adversarial-oos2.jsonl"
     full = evaluate(cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)["systems"]["full"]
     assert full["refusal_rate_unanswerable"] >= 0.8
