@@ -1,7 +1,6 @@
 """The evaluation harness: gold mapping, skipped systems, the report, and the regression guard on dev.jsonl."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -50,8 +49,7 @@ def test_every_dev_quote_maps_on_the_sample_index(sample_engine):
 
 @pytest.mark.slow
 def test_regression_guard_and_report(eval_cfg, tmp_path):
-    cfg = eval_cfg
-    report = evaluate(cfg, SHARED_EVAL / "dev.jsonl", ["full", "b2b", "b4"], runs=1, out_dir=tmp_path / "out", resamples=500)
+    report = evaluate(eval_cfg, SHARED_EVAL / "dev.jsonl", ["full", "b2b", "b4"], runs=1, out_dir=tmp_path / "out", resamples=500)
     assert "b4" in report["skipped"] and "not available" in report["skipped"]["b4"]
     for name, floor in FLOOR_F1.items():
         s = report["systems"][name]
@@ -74,9 +72,8 @@ def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(eval_
     """dev-switch.jsonl: every dev question asked after the previous item's exchange (bench/switch_set.py), and
     dev-switch-lean.jsonl, the same opened with "那"; dev-conversations.jsonl (follow-ups and switches);
     adversarial-oos.jsonl: 40 out-of-scope questions of many kinds, written apart from the dev sets."""
-    cfg = eval_cfg
     data = Path(__file__).parent / "data" / "eval"  # the project's own sets (not in ../shared)
-    switch = evaluate(cfg, data / "dev-switch.jsonl", ["full"], runs=1, out_dir=tmp_path / "s", resamples=200)
+    switch = evaluate(eval_cfg, data / "dev-switch.jsonl", ["full"], runs=1, out_dir=tmp_path / "s", resamples=200)
     kinds = switch["systems"]["full"]["by_kind"]
     assert kinds["switch"]["n"] == kinds["switch_alone"]["n"] == 113
     assert kinds["switch"]["f1"] >= 0.95 * kinds["switch_alone"]["f1"]
@@ -84,18 +81,18 @@ def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(eval_
     # the same questions opened with "那", as people start a new question in a chat (bench/switch_set.py --lean):
     # ambiguous, so the question's own two best passages join the follow-up's evidence (the old rule: Hit@5 0.738
     # and MRR 0.602 against 0.854 and 0.727 alone)
-    lean = evaluate(cfg, data / "dev-switch-lean.jsonl", ["full"], runs=1, out_dir=tmp_path / "l", resamples=200)
+    lean = evaluate(eval_cfg, data / "dev-switch-lean.jsonl", ["full"], runs=1, out_dir=tmp_path / "l", resamples=200)
     kinds = lean["systems"]["full"]["by_kind"]
     assert kinds["switch"]["hit_at_5"] >= 0.93 * kinds["switch_alone"]["hit_at_5"]
     assert kinds["switch"]["mrr"] >= 0.84 * kinds["switch_alone"]["mrr"]
     # dev-conversations.jsonl: 66 conversations written from the KB apart from the dev sets (e5 off here: follow-ups
     # Hit@5 0.75, switches equal to alone at Hit@1 0.50 and Hit@5 0.77 when this guard was written)
-    conv = evaluate(cfg, data / "dev-conversations.jsonl", ["full"], runs=1, out_dir=tmp_path / "c", resamples=200)
+    conv = evaluate(eval_cfg, data / "dev-conversations.jsonl", ["full"], runs=1, out_dir=tmp_path / "c", resamples=200)
     kinds = conv["systems"]["full"]["by_kind"]
     assert kinds["followup"]["n"] == 44 and kinds["followup"]["hit_at_5"] >= 0.70
     assert kinds["switch"]["hit_at_1"] >= 0.9 * kinds["switch_alone"]["hit_at_1"]
     assert kinds["switch"]["hit_at_5"] >= 0.95 * kinds["switch_alone"]["hit_at_5"]
-    oos = evaluate(cfg, data / "adversarial-oos.jsonl", ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)
+    oos = evaluate(eval_cfg, data / "adversarial-oos.jsonl", ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)
     assert oos["systems"]["full"]["refusal_rate_unanswerable"] >= 0.6
 
 

@@ -195,8 +195,7 @@ def test_the_held_out_out_of_scope_set_is_refused_and_its_controls_answered(eval
 
     from rag_core.eval.run import evaluate
 
-    cfg = eval_cfg
     gold = Path(__file__).parent / "data" / "eval" / "adversarial-oos2.jsonl"
-    full = evaluate(cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)["systems"]["full"]
+    full = evaluate(eval_cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)["systems"]["full"]
     assert full["refusal_rate_unanswerable"] >= 0.8
     assert full["false_refusal_rate"] <= 0.05
