@@ -281,3 +281,21 @@ def test_a_passage_asking_the_users_question_in_its_faq_ranks_first_by_more_than
     ranked = faq_first(scores, [0.1, 0.2, 0.8])
     assert ranked[2] > max(scores) + math.log(2) and ranked[:2] == scores[:2]
     assert faq_first([], []) == []
+
+
+def test_faq_passages_are_marked_so_the_ranker_can_weigh_their_register():
+    """Growers' questions share the register of the KB's FAQ passages (咋个, 要不要, 得不得) whatever they ask: on the
+    colloquial training set the top passage was an FAQ one for 38 % of questions and the gold one for 18 % (FAQ
+    passages are 18 % of the KB). The ranker sees which passages are FAQ ones and learns what that is worth."""
+    from rag_core.rank.features import Candidate, CorpusStats, feature_matrix, query_terms
+    from rag_core.records import Chunk
+    from rag_core.lexical import Tokenizer
+
+    faq = Chunk("d1", 0, "faq.txt", "常见问题", "病害", "问：锈病咋个防？\n答：喷波尔多液。", 0, 20)
+    manual = Chunk("d2", 0, "manual.md", "病害防治", "锈病", "锈病防治：雨季前喷波尔多液。", 0, 20)
+    tok = Tokenizer()
+    stats = CorpusStats(2, {"锈病": 2, "波尔多液": 2}, 20.0)
+    x = feature_matrix(query_terms("锈病咋个防？", tok, stats), [Candidate(0, 1 / 61, {"rrf": 1}), Candidate(1, 1 / 62, {"rrf": 2})],
+                       [faq, manual], stats, None, 60)
+    column = FEATURES.index("faq_chunk")
+    assert x[:, column].tolist() == [1.0, 0.0]

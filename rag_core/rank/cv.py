@@ -39,6 +39,7 @@ ABLATIONS = {
     "phrase and proximity": ("phrase", "window"),
     "dense cosine": ("dense_cos",),
     "FAQ question similarity": ("faq",),
+    "FAQ passage (its register)": ("faq_chunk",),
     "intent vs passage": tuple(f for f in FEATURES if f.startswith("intent_")),
     "length and document share": ("length", "short", "doc_share"),
     "domain terms (lexicon entities)": ("ent_text", "ent_head"),

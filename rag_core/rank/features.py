@@ -46,6 +46,7 @@ FEATURES = (
     "ent_head",  # … in the heading path and title
     "cov_section",  # IDF-weighted share of the question's content words in the whole section (all its passages)
     "cov_doc",  # … in the whole document
+    "faq_chunk",  # the passage is a question and its answer (a "问：" line): FAQ passages share growers' register
 )
 
 _K1, _B = 1.5, 0.75
@@ -271,6 +272,7 @@ def feature_matrix(
         section_text, doc_text = context(chunk) if context is not None else (full, full)
         f[25] = _coverage(q.words, section_text)
         f[26] = _coverage(q.words, doc_text)
+        f[27] = float(bool(_FAQ_LINE.search(chunk.text)))
     for col in (4, 5, 11):  # relative to the best candidate of this question
         top = x[:, col].max()
         if top > 0:
