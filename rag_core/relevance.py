@@ -161,24 +161,47 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
                     in ("", *_CLAUSE_ENDS))]
     if not asks or not hits:
         return ""
+    for _, kind in asks:
+        figure = re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + _KINDS[kind] + ")"
+                            + ("|" + _SAME_DAY if kind == "time" else ""))
+        if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figure) < MIN_AMOUNT_SUPPORT:
+            return "具体数字"
+    return ""
+
+
+# "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
+# what the question asks it for: "香蕉得了枯萎病用什么药" is not answered by a sentence naming 香蕉枯萎病 without one,
+# nor by the fungicides the manual gives for coffee's own diseases.
+_ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪一种)\s*(?:农药|药剂|药水|药)")
+
+
+def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"防治药剂" when the question asks which chemical to use and no sentence of the evidence (with its neighbours
+    and heading) names one beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
+    otherwise (the same test as an amount's, with a chemical for the figure)."""
+    ask = _ASKED_REMEDY.search(question)
+    if not ask or not hits:
+        return ""
+    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], _REMEDY) < MIN_AMOUNT_SUPPORT else ""
+
+
+def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
+             figure: re.Pattern) -> float:
+    """The largest IDF-weighted share of the question's anchors (those the evidence uses) that a sentence matching
+    `figure` has beside it, read with its neighbours and heading; 1.0 when the evidence uses none of them (nothing
+    to hold the figure to)."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
-    anchors = [(forms, weight) for forms, weight in _anchors(question, tokenizer, stats, [a for a, _ in asks])
+    anchors = [(forms, weight) for forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
     if not anchors:
-        return ""
+        return 1.0
     total = sum(weight for _, weight in anchors)
     windows = []  # (a sentence, it with its neighbours and heading)
     for h in hits:
         sentences = [h.chunk.text[a:b] for a, b in sentence_spans(h.chunk.text)]
         windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2])) for i, s in enumerate(sentences)]
-    for _, kind in asks:
-        figure = re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + _KINDS[kind] + ")"
-                            + ("|" + _SAME_DAY if kind == "time" else ""))
-        support = max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
-                       for sentence, around in windows if figure.search(sentence)), default=0.0)
-        if support < MIN_AMOUNT_SUPPORT:
-            return "具体数字"
-    return ""
+    return max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
+                for sentence, around in windows if figure.search(sentence)), default=0.0)
 
 
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str]) -> list[tuple[list[str], float]]:
@@ -324,6 +347,7 @@ _CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉�
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
+_REMEDY = re.compile(_CHEMISTRY.pattern + r"|倍液|剂|波尔多|硫酸铜|铜制|石灰|菌素|霉素|\d\s*%")  # names a chemical
 _CHEMICAL_OR_PEST = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CHEMISTRY.pattern)
 _NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
 # Farm animals (土鸡, 山羊, 鸭子, 黄牛, 蜜蜂 …): one the KB never names is kept beside coffee, not taught by it.
@@ -415,5 +439,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                or unknown_latin_name(question, corpus_text)
                or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
-               or (unanchored_amount(asked, hits, tokenizer, stats) if stats and asked == question else ""))
+               or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
+                   if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (assess, missing_fact, other_crop, unanchored_amount, unknown_focus,
+from rag_core.relevance import (assess, missing_fact, other_crop, unanchored_amount, unanchored_remedy, unknown_focus,
                                  unknown_latin_name, unknown_topic, unknown_words)
 
 
@@ -123,6 +123,23 @@ def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(samp
     headed = _passages("一般在 9–12 月最重。", section="咖啡锈病 › 发生规律")
     assert unanchored_amount("锈病一年里头哪几个月最凶？", headed, tok, stats) == ""
     assert unanchored_amount("锈病一年里头哪几个月最凶？", _passages("锈病的流行规律如下。一般在 9–12 月最重。"), tok, stats) == ""
+
+
+def test_which_chemical_must_stand_beside_what_it_is_asked_for(sample_engine):
+    """The near miss of a remedy: the KB names another crop's disease (香蕉枯萎病, in its intercropping advice) and
+    names fungicides for coffee's own diseases, but none for that one."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "香蕉得了枯萎病用什么药治？"
+    near_miss = _passages("种苗应选用无病组培苗，不从香蕉枯萎病发生区调苗。",
+                          "锈病发病初期用 25% 三唑酮可湿性粉剂 1000–1500 倍液喷雾。")
+    assert unanchored_remedy(question, near_miss, tok, stats) == "防治药剂"
+    stated = _passages("香蕉枯萎病发病初期可用 50% 多菌灵可湿性粉剂 500 倍液灌根。")
+    assert unanchored_remedy(question, stated, tok, stats) == ""
+    rust = _passages("咖啡锈病的化学防治：发病初期用 25% 三唑酮可湿性粉剂 1000–1500 倍液喷雾。")
+    assert unanchored_remedy("咖啡锈病该打啥子药？", rust, tok, stats) == ""
+    # spraying, or the pesticides one has, asks for no chemical: "打药得不得", "剩下的农药咋个放"
+    for asks_none in ("大中午太阳辣得很，这个时候打药得不得？", "剩下的农药拿饮料瓶分装起放着行不行？"):
+        assert unanchored_remedy(asks_none, near_miss, tok, stats) == ""
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
