@@ -95,6 +95,18 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     return QuestionKind("new", strength, "names its own topic")
 
 
+def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> bool:
+    """No domain term (a lexicon term specific to some passages: 锈病, 石灰), and fewer than two words that are
+    specific both in the knowledge base and in general Chinese: "泡过头了会是哪样样子？" (样子 is everyday Chinese) or
+    "找到洞了，往里头咋个打药？" may continue the conversation in words of their own, while "湿法加工发酵要多长时间？"
+    (湿法, 发酵) names its topic."""
+    q = question.strip()
+    if stats is None or any(0.0 < stats.share(e) <= ENTITY_SHARE for e in tokenizer.entities(q)):
+        return False
+    rare = [w for w in _content_words(q, tokenizer) if stats.specific(w) and tokenizer.general_frequency(w) < GENERAL_FREQ]
+    return len(rare) < OWN_TOPIC
+
+
 def leans_back(question: str) -> bool:
     """Whether the question itself signals that it continues the conversation (它, 那…, …呢), beyond naming little."""
     q = question.strip()

@@ -13,7 +13,8 @@ from .citations import backfill, validate_citations
 from .config import Config
 from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
                        with_control_sections)
-from .history import carry_topic, classify, conversation_text, inject_history, leans_back, rewrite_query
+from .history import (carry_topic, classify, conversation_text, inject_history, leans_back, names_little_of_its_own,
+                      rewrite_query)
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
@@ -120,7 +121,8 @@ class Engine:
         context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
         result = self.retriever.search(question, rewritten, options.channels, context)
         if kind == "new" and history and options.har:
-            result = self._continue(result, question, history, options)
+            result = self._continue(result, question, history, options,
+                                    always=names_little_of_its_own(question, self.tokenizer, self.term_stats))
         elif kind == "ambiguous":
             result = self._hedge(result, question, history, options, HEDGE_ALONE, names_topic=True)
         elif kind == "followup" and not leans_back(question):
@@ -131,11 +133,14 @@ class Engine:
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings)
 
-    def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options) -> Retrieval:
+    def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
+                  always: bool = False) -> Retrieval:
         """A question that names its own topic yet stays in the conversation's documents ("排水沟要挖好深？" after "雨季
         地里积了水") is also read in the conversation's context: its own passages and the contextual ones alternate,
-        its own first. A question whose passages meet none of the previous question's documents is a new topic: as is."""
-        if not self._previous_docs(history, options) & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
+        its own first. A question whose passages meet none of the previous question's documents is a new topic: as is.
+        `always`: the question names no domain term and little else ("找到洞了，往里头咋个打药？" after 天牛; "泡过头了会
+        是哪样样子？" after 发酵), so what it finds alone says little about the topic: it is read both ways all the same."""
+        if not always and not self._previous_docs(history, options) & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
             return result
         turns = self.cfg.history.har_turns
         rewritten = carry_topic(question, history, self.tokenizer, turns, self.term_stats)

@@ -535,3 +535,24 @@ def test_after_what_to_do_the_replys_terms_are_not_carried_as_a_name(sample_engi
                Turn("assistant", "以下内容摘自知识库：\n咖啡叶片受冻后先呈水渍状、暗绿色，随后变褐、变黑。[2d73a183#12]")]
     rewritten = rewrite_query("那冻死的枝条什么时候剪？", history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
     assert "水渍状" not in rewritten and rewritten != "那冻死的枝条什么时候剪？", rewritten
+
+
+def test_a_question_naming_no_domain_term_is_also_read_in_the_conversations_context(sample_engine):
+    """"泡过头了会是哪样样子？" names words of its own (泡, 过头, 样子) but no domain term: after a fermentation question
+    it continues it, though what it finds alone (yellow leaves, waterlogging) shares no document with that question.
+    It is read both ways: its own first passage stays first, and the fermentation section joins."""
+    from rag_core.history import names_little_of_its_own
+
+    history = [Turn("user", "水洗的带壳豆放发酵池里要泡好久？"),
+               Turn("assistant", "以下内容摘自知识库：\n一般发酵 12–36 小时，气温高时短一些。")]
+    question = "泡过头了会是哪样样子？"
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert classify(question, tok, stats).kind == "new" and names_little_of_its_own(question, tok, stats)
+    alone = sample_engine.search(question).evidence
+    after = sample_engine.search(question, history).evidence
+    assert after[0].chunk.id == alone[0].chunk.id
+    assert not any("发酵" in h.chunk.section for h in alone)
+    assert any("发酵" in h.chunk.section for h in after), [h.chunk.section for h in after]
+    # a question naming a domain term, or two words rare in everyday Chinese, is searched as asked (as alone)
+    assert not names_little_of_its_own("咖啡锈病怎么防治？", tok, stats)
+    assert not names_little_of_its_own("湿法加工发酵要多长时间？", tok, stats)
