@@ -88,17 +88,31 @@ def _is_question_line(sentence: str) -> bool:
 
 
 def _table_row(row: str, header: list[str] | None) -> tuple[str, list[str] | None]:
-    """A Markdown table row as a sentence a phone can show: "主干（直生枝）：垂直向上生长…；单干整形留 1 条…。".
-    The first row of a table is its header (returned, not shown); rule rows vanish."""
+    """A Markdown table row as a sentence a phone can show: "主干（直生枝）：垂直向上生长…；单干整形留 1 条…。", and a
+    row of figures with each column's name ("成龄结果树（中等产量）：年施纯氮 N（g/株） 40–50；…；施肥位置 树冠滴水线").
+    The first row of a table is its header (returned, not shown); rule rows vanish. A passage that opens inside a
+    table has no header: figures without their columns would say nothing, so its rows of figures are left out."""
     if _TABLE_RULE.match(row):
         return "", header
     cells = [c.strip() for c in row.strip().strip("|").split("|") if c.strip()]
     if header is None:
+        if any(_FIGURE_CELL.match(c) for c in cells[1:]):  # a data row: the table's header is in another passage
+            return "", []
         return "", cells
     if not cells:
         return "", header
     cells = [c.rstrip("；;，,。") for c in cells]
-    return f"{cells[0]}：{'；'.join(cells[1:])}。" if len(cells) > 1 else cells[0], header
+    if len(cells) == 1:
+        return cells[0], header
+    parts = cells[1:]
+    if any(_FIGURE_CELL.match(c) for c in parts):  # figures: every cell of the row with its column's name
+        if len(header) != len(cells):
+            return "", header  # a figure whose column is unknown
+        parts = [f"{h} {c}" for h, c in zip(header[1:], parts)]
+    return f"{cells[0]}：{'；'.join(parts)}。", header
+
+
+_FIGURE_CELL = re.compile(r"^(?:约|≤|≥|<|>|＜|＞)?\s*\d")  # a cell that is a figure ("40–50", "约 5", "3 次")
 
 
 def _intents(text: str) -> frozenset[int]:

@@ -10,7 +10,7 @@ import pytest
 from rag_core.eval.gold import load_gold
 from rag_core.generate import EXTRACTIVE_HEADER
 from rag_core.history import classify, rewrite_query
-from rag_core.records import Turn
+from rag_core.records import Chunk, Hit, Turn
 from rag_core.relevance import missing_fact, unknown_words
 from tests.conftest import SHARED_EVAL
 
@@ -158,6 +158,22 @@ def test_extractive_answers_never_show_a_question_line_or_a_table_row(sample_eng
         assert "问：" not in body and "|" not in body and "---" not in body, answer.text
     leaf = sample_engine.answer("咖啡树叶子发黄是缺什么肥").text
     assert "缺氮" in leaf or "缺镁" in leaf
+
+
+def test_a_table_row_shows_each_figure_with_its_column(sample_engine):
+    """A figure shown without its column (成龄结果树：40–50；15–20；45–55) says nothing on a phone; a row of a passage
+    that opens inside a table, whose header is elsewhere, is left out rather than shown so."""
+    from rag_core.generate import extractive_answer
+
+    header = "| 树龄阶段 | 年施纯氮 N（g/株） | K₂O（g/株） | 施肥位置 |\n|---|---|---|---|\n"
+    row = "| 成龄结果树（中等产量） | 40–50 | 45–55 | 树冠滴水线环沟 |\n"
+    whole = Hit(Chunk("f" * 8, 27, "fertilization.md", "施肥", "不同树龄咖啡树的施肥量", header + row, 0, 90), 1.0)
+    text, _ = extractive_answer("成龄结果树每株施多少纯氮？", [whole], sample_engine.tokenizer)
+    assert "成龄结果树（中等产量）：年施纯氮 N（g/株） 40–50；K₂O（g/株） 45–55；施肥位置 树冠滴水线环沟。" in text, text
+    headless = Hit(Chunk("f" * 8, 28, "fertilization.md", "施肥", "不同树龄咖啡树的施肥量",
+                         row + "成龄树每年施肥三次，以壮果肥为主。", 0, 60), 1.0)
+    text, _ = extractive_answer("成龄结果树每株施多少纯氮？", [headless], sample_engine.tokenizer)
+    assert "40–50" not in text and "壮果肥" in text, text
 
 
 def test_a_question_with_two_asks_gets_a_cited_sentence_for_each(sample_engine):
