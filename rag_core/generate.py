@@ -284,9 +284,11 @@ def extractive_answer(
     # With `lead`, so does the first ask: the passages led with were chosen by rank, not for holding its kind of
     # answer ("咋办" answered by symptoms alone gets the recovery section too).
     for intent in asked_kinds:
-        if any(intent in c.states for c in chosen):
+        # what to spray is answered by a product with its dose, not by a chemical-control heading over 轮换用药
+        if any(intent in c.states and (intent != REMEDY or _PRODUCT.search(c.text)) for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
+                      and (intent != REMEDY or _PRODUCT.search(c.text))
                       and not any(_similar(c.text, o.text) for o in chosen)), None)
         if extra is None:
             continue

@@ -176,6 +176,19 @@ def test_a_table_row_shows_each_figure_with_its_column(sample_engine):
     assert "40–50" not in text and "壮果肥" in text, text
 
 
+def test_what_to_spray_is_answered_by_a_product_with_its_dose_not_by_a_chemical_control_heading(sample_engine):
+    """The ranker's first passage sits under 化学防治 but only says to alternate classes of drugs: the answer to 用什么药
+    needs the sentence naming a product with its dose, from the next passage, cited on its own."""
+    from rag_core.generate import extractive_answer
+
+    section = "第八章 主要病害识别与防治 › 第二节 咖啡锈病 › （三）化学防治"
+    rotate = Hit(Chunk("b" * 8, 15, "diseases.md", "病害", section, "轮换用药：同一季节内铜制剂与三唑类药剂交替使用。", 0, 30), 3.0)
+    product = Hit(Chunk("b" * 8, 14, "diseases.md", "病害", section,
+                        "发病初期治疗：改用 25% 三唑酮可湿性粉剂 1000–1500 倍液，间隔 15–20 天。", 30, 80), 1.0)
+    text, cited = extractive_answer("咖啡锈病用什么药？", [rotate, product], sample_engine.tokenizer, lead=1)
+    assert cited == [rotate.chunk.id, product.chunk.id] and "1000–1500 倍液" in text, text
+
+
 def test_a_question_with_two_asks_gets_a_cited_sentence_for_each(sample_engine):
     answer = sample_engine.answer("咖啡锈病用什么药？什么时候喷？")
     assert re.search(r"铜制剂|波尔多液|三唑", answer.text)
