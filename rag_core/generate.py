@@ -115,8 +115,12 @@ def _table_row(row: str, header: list[str] | None) -> tuple[str, list[str] | Non
 _FIGURE_CELL = re.compile(r"^(?:约|≤|≥|<|>|＜|＞)?\s*\d")  # a cell that is a figure ("40–50", "约 5", "3 次")
 
 
-def _intents(text: str) -> frozenset[int]:
-    return frozenset(i for i, (_asks, answers) in enumerate(INTENTS) if answers.search(text))
+def _intents(frame: str, sentence: str) -> frozenset[int]:
+    """The kinds of ask a sentence answers, read under its frame (headings, the FAQ question it answers); what to
+    spray only by a product with its dose in the sentence itself, not by a 化学防治 heading over 轮换用药."""
+    text = f"{frame}\n{sentence}"
+    return frozenset(i for i, (_asks, answers) in enumerate(INTENTS)
+                     if answers.search(text) and (i != REMEDY or _PRODUCT.search(sentence)))
 
 
 def _holds(asked: Sequence[int], sentence: str) -> set[int]:
@@ -237,8 +241,8 @@ def extractive_answer(
             score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
                      + ANSWER_WEIGHT * len(_holds(asked_kinds, sent))) * prior
             if score > 0:
-                candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}\n{sent}"),
-                                            _intents(f"{leaf}\n{asked}\n{sent}")))
+                candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}", sent),
+                                            _intents(f"{leaf}\n{asked}", sent)))
     if not candidates:
         return "", []
     best = max(c.score for c in candidates)
@@ -284,11 +288,9 @@ def extractive_answer(
     # With `lead`, so does the first ask: the passages led with were chosen by rank, not for holding its kind of
     # answer ("咋办" answered by symptoms alone gets the recovery section too).
     for intent in asked_kinds:
-        # what to spray is answered by a product with its dose, not by a chemical-control heading over 轮换用药
-        if any(intent in c.states and (intent != REMEDY or _PRODUCT.search(c.text)) for c in chosen):
+        if any(intent in c.states for c in chosen):
             continue
         extra = next((c for c in all_candidates if intent in c.answers and c.score >= 0.5 * best
-                      and (intent != REMEDY or _PRODUCT.search(c.text))
                       and not any(_similar(c.text, o.text) for o in chosen)), None)
         if extra is None:
             continue

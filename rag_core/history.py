@@ -42,8 +42,8 @@ REPLY_CARRIED = 2  # … and from the opening of the reply, only when the user's
 CHAIN_TURNS = 2  # a follow-up of a follow-up also carries the topic of up to this many earlier user questions
 GENERAL_FREQ = 2000  # a word this common in general Chinese (时候, 出来, 提前: jieba's dictionary) is not a topic
 REPLY_CHARS = 120  # the opening of the reply that the follow-up continues
-CARRY_SHARE = 0.15
-ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic  # a noun in more passages than this is too general to carry a topic
+CARRY_SHARE = 0.15  # a noun in more passages than this is too general to carry a topic
+ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic
 
 Kind = Literal["new", "followup", "ambiguous"]
 
@@ -65,6 +65,11 @@ def _clause_words(question: str, tokenizer: Tokenizer) -> list[str]:
     return [w for w in dict.fromkeys(tokenizer.content_words(question)) if len(w) >= 2 and tokenizer.general_frequency(w) > 0]
 
 
+def _names_topic(term: str, stats: TermStats | None) -> bool:
+    """Whether a domain term names a topic: it is in some passages, not in most (without statistics: yes)."""
+    return stats is None or 0.0 < stats.share(term) <= ENTITY_SHARE
+
+
 def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
     """Domain terms count 2 and words specific to a few passages 1; words in most passages, or absent from the
     knowledge base, name no topic it can search for."""
@@ -72,7 +77,7 @@ def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None)
     strength = 0.0
     for word in _content_words(question, tokenizer):
         if word in entities:
-            strength += 2.0 if stats is None or 0.0 < stats.share(word) <= ENTITY_SHARE else 0.0
+            strength += 2.0 if _names_topic(word, stats) else 0.0
         elif stats is not None and stats.specific(word):
             strength += 1.0
     return strength
@@ -101,7 +106,7 @@ def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStat
     "找到洞了，往里头咋个打药？" may continue the conversation in words of their own, while "湿法加工发酵要多长时间？"
     (湿法, 发酵) names its topic."""
     q = question.strip()
-    if stats is None or any(0.0 < stats.share(e) <= ENTITY_SHARE for e in tokenizer.entities(q)):
+    if stats is None or any(_names_topic(e, stats) for e in tokenizer.entities(q)):
         return False
     rare = [w for w in _content_words(q, tokenizer) if stats.specific(w) and tokenizer.general_frequency(w) < GENERAL_FREQ]
     return len(rare) < OWN_TOPIC
@@ -186,7 +191,7 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
         carry(reply, REPLY_CARRIED)
     elif not any(t in tokenizer.lexicon_set for t in carried) and _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
-                 and (stats is None or 0.0 < stats.share(e) <= ENTITY_SHARE)][:REPLY_CARRIED]
+                 and _names_topic(e, stats)][:REPLY_CARRIED]
         carried[:0] = named
     if not carried:
         return question

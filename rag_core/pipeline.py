@@ -140,7 +140,8 @@ class Engine:
         its own first. A question whose passages meet none of the previous question's documents is a new topic: as is.
         `always`: the question names no domain term and little else ("找到洞了，往里头咋个打药？" after 天牛; "泡过头了会
         是哪样样子？" after 发酵), so what it finds alone says little about the topic: it is read both ways all the same."""
-        if not always and not self._previous_docs(history, options) & {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}:
+        own_docs = {h.chunk.docid for h in result.evidence[:CONTINUE_OWN_DOCS]}
+        if not always and not self._previous_docs(history, options) & own_docs:
             return result
         turns = self.cfg.history.har_turns
         rewritten = carry_topic(question, history, self.tokenizer, turns, self.term_stats)

@@ -144,6 +144,8 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
                          + "|".join(sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
+_FIGURES = {kind: re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + units + ")"
+                             + ("|" + _SAME_DAY if kind == "time" else "")) for kind, units in _KINDS.items()}
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
 MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
@@ -161,12 +163,8 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
                     in ("", *_CLAUSE_ENDS))]
     if not asks or not hits:
         return ""
-    for _, kind in asks:
-        figure = re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + _KINDS[kind] + ")"
-                            + ("|" + _SAME_DAY if kind == "time" else ""))
-        if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figure) < MIN_AMOUNT_SUPPORT:
-            return "具体数字"
-    return ""
+    figures = [_FIGURES[kind] for _, kind in asks]
+    return "具体数字" if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figures) < MIN_AMOUNT_SUPPORT else ""
 
 
 # "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
@@ -182,14 +180,14 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     ask = _ASKED_REMEDY.search(question)
     if not ask or not hits:
         return ""
-    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], _REMEDY) < MIN_AMOUNT_SUPPORT else ""
+    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_REMEDY]) < MIN_AMOUNT_SUPPORT else ""
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
-             figure: re.Pattern) -> float:
-    """The largest IDF-weighted share of the question's anchors (those the evidence uses) that a sentence matching
-    `figure` has beside it, read with its neighbours and heading; 1.0 when the evidence uses none of them (nothing
-    to hold the figure to)."""
+             figures: Sequence[re.Pattern]) -> float:
+    """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
+    a sentence matching it has beside it, read with its neighbours and heading; the smallest of these (every figure
+    asked must be stated), or 1.0 when the evidence uses none of the anchors (nothing to hold a figure to)."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
     anchors = [(forms, weight) for forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
@@ -200,8 +198,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     for h in hits:
         sentences = [h.chunk.text[a:b] for a, b in sentence_spans(h.chunk.text)]
         windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2])) for i, s in enumerate(sentences)]
-    return max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
-                for sentence, around in windows if figure.search(sentence)), default=0.0)
+    return min(max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
+                    for sentence, around in windows if figure.search(sentence)), default=0.0) for figure in figures)
 
 
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str]) -> list[tuple[list[str], float]]:
