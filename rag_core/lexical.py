@@ -36,6 +36,23 @@ def _read_lines(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
 
 
+def _read_pairs(path: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split("\t", 1)) for line in _read_lines(path) if "\t" in line]
+
+
+class Mandarin:
+    """Yunnan question words put into Mandarin (resources/dialect.tsv) for the sentence encoder, which learned
+    Mandarin: "咋个整？兑好多水？" → "怎么办？兑多少水？". Keys are replaced longest first, left to right."""
+
+    def __init__(self, resources_dir: Path | None = None):
+        self.pairs = dict(_read_pairs((resources_dir or RESOURCES) / "dialect.tsv"))
+        keys = sorted(self.pairs, key=len, reverse=True)
+        self._rx = re.compile("|".join(map(re.escape, keys))) if keys else None
+
+    def __call__(self, text: str) -> str:
+        return self._rx.sub(lambda m: self.pairs[m.group(0)], text) if self._rx is not None else text
+
+
 class Tokenizer:
     """jieba search-mode segmentation + the domain lexicon; features are words, optionally with CJK bigrams."""
 

@@ -248,6 +248,29 @@ def test_a_prefetched_question_is_encoded_once_and_waited_for():
     assert encoder.query("咖啡锈病怎么防治") is vector and model.calls == ["咖啡锈病怎么防治"]
 
 
+def test_e5_reads_a_question_in_yunnan_words_as_mandarin_and_a_prefetch_finds_it():
+    """e5 learned Mandarin: the question it encodes has 咋个整, 好多 and 得不得 in Mandarin, the same text whether the
+    retriever prefetched it or the ranker asks."""
+    from rag_core.rank.encoder import E5Encoder
+
+    class Model:
+        dim = 2
+
+        def __init__(self):
+            self.calls = []
+
+        def query(self, text):
+            self.calls.append(text)
+            return np.array([float(len(self.calls)), 0.0], dtype=np.float32)
+
+    model = Model()
+    encoder = E5Encoder(model)
+    encoder.prefetch("叶子黄了咋个整？一棵撒好多尿素，下雨天撒得不得？")
+    vector = encoder.query("叶子黄了咋个整？一棵撒好多尿素，下雨天撒得不得？")
+    assert model.calls == ["叶子黄了怎么办？一棵撒多少尿素，下雨天撒可不可以？"] and list(vector) == [1.0, 0.0]
+    assert list(encoder.query("咖啡锈病怎么防治")) == [2.0, 0.0] and model.calls[-1] == "咖啡锈病怎么防治"
+
+
 def test_labelled_follow_ups_are_rewritten_for_training_as_the_pipeline_rewrites_them(sample_engine):
     from pathlib import Path
 

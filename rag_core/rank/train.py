@@ -114,10 +114,12 @@ def corpus_stats(build_dir: Path, index: IndexReader) -> CorpusStats:
 
 
 def code_files() -> list[Path]:
-    """What a trained ranker's behaviour depends on besides the data: its own code, the synonyms, and HAR (training
-    rewrites labelled follow-ups as the pipeline does)."""
+    """What a trained ranker's behaviour depends on besides the data: its own code, the synonyms, the dialect words
+    e5 reads in Mandarin, and HAR (training rewrites labelled follow-ups as the pipeline does)."""
     package = Path(__file__).parents[1]
-    return sorted(Path(__file__).parent.glob("*.py")) + [package / "resources" / "synonyms.tsv", package / "history.py"]
+    resources = package / "resources"
+    return sorted(Path(__file__).parent.glob("*.py")) + [resources / "synonyms.tsv", resources / "dialect.tsv",
+                                                         package / "history.py"]
 
 
 def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path], e5: E5Encoder | None = None) -> str:
