@@ -182,14 +182,14 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # the question it followed: 咖啡锈病怎么防治 → 那用什么药 → 要打几次). The reply's words only when the user's
     # name none: what the reply said is not what the user asks next ("那用什么药" after cultural control).
     # A user who only described what they see (叶子背后一层橙黄色的粉) and asked what it is, or only said it, names no
-    # domain term; the reply that named it (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain
-    # terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
+    # pest, disease or cultivar (a lexicon name: 子叶 and 沙床 are lexicon nouns, not names); the reply that named it
+    # (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
     reply = _last(recent, "assistant")[:REPLY_CHARS]
     if not carried:
         carry(reply, REPLY_CARRIED)
-    elif not any(t in tokenizer.lexicon_set for t in carried) and _asks_what_it_is(_last(recent, "user")):
+    elif not any(t in tokenizer.names for t in carried) and _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and _names_topic(e, stats)][:REPLY_CARRIED]
         carried[:0] = named

@@ -72,6 +72,13 @@ class Tokenizer:
         return frozenset(self.lexicon)
 
     @cached_property
+    def names(self) -> frozenset[str]:
+        """The lexicon's proper names (tag nz: cultivars, pests, diseases, agrochemicals), not its nouns and practices
+        (子叶, 沙床, 截干)."""
+        return frozenset(p[0] for p in (line.split() for line in _read_lines(self._res / "lexicon.txt"))
+                         if len(p) >= 3 and p[2] == "nz")
+
+    @cached_property
     def stopwords(self) -> frozenset[str]:
         return frozenset(_read_lines(self._res / "stopwords.txt"))
 

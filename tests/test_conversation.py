@@ -9,7 +9,7 @@ import pytest
 
 from rag_core.eval.gold import load_gold
 from rag_core.generate import EXTRACTIVE_HEADER
-from rag_core.history import classify, rewrite_query
+from rag_core.history import carry_topic, classify, rewrite_query
 from rag_core.records import Chunk, Hit, Turn
 from rag_core.relevance import missing_fact, unknown_words
 from tests.conftest import SHARED_EVAL
@@ -543,6 +543,17 @@ def test_a_follow_up_after_a_described_symptom_carries_what_the_reply_named(samp
     assert any("褐眼斑病" in h.chunk.section for h in evidence[:3]), [h.chunk.section for h in evidence]
     # a user who named the disease keeps their own words: the reply's 抗病品种 is not carried ("那用什么药" above)
     assert "抗病品种" not in rewrite_query("那用什么药？", RUST, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
+
+
+def test_a_description_naming_only_a_plant_part_or_a_practice_still_carries_the_name_the_reply_gave(sample_engine):
+    # 子叶 (jieba's reading of 树子叶子) and 沙床 are lexicon nouns, not names: the user still named no pest or disease
+    for described, reply, name in [
+        ("树脚下地上有一小堆新鲜的木渣渣和虫屎，树子叶子也开始黄了。", "这是咖啡旋皮天牛的典型症状，幼虫在树干基部环着蛀食树皮。", "旋皮天牛"),
+        ("沙床上的小苗一片一片倒下去，茎基部像遭水泡过一样变细了。", "这是苗期猝倒病，多因浇水太多、通风差。", "猝倒病"),
+    ]:
+        history = [Turn("user", described), Turn("assistant", reply)]
+        rewritten = carry_topic("往里头咋个打药？", history, sample_engine.tokenizer, 2, sample_engine.term_stats)
+        assert name in rewritten, rewritten
 
 
 @pytest.mark.parametrize("question", ["一台脱皮机一个钟头能脱好多公斤鲜果？"])
