@@ -40,6 +40,35 @@ def _read_pairs(path: Path) -> list[tuple[str, str]]:
     return [tuple(line.split("\t", 1)) for line in _read_lines(path) if "\t" in line]
 
 
+_NUMERALS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_MONTHS_IN_WORDS = re.compile(r"[一二两三四五六七八九十]{1,5}(?=个?月)")
+
+
+def _numbers(run: str) -> list[int]:
+    """The months or counts a run of Chinese numerals names before 月: 九十 → 9, 10; 十一二 → 11, 12; 三四 → 3, 4."""
+    out: list[int] = []
+    i = 0
+    while i < len(run):
+        if run[i] == "十":
+            if i + 1 < len(run) and run[i + 1] in "一二":
+                out.append(10 + _NUMERALS[run[i + 1]])
+                i += 2
+                continue
+            out.append(10)
+        elif out and out[-1] == 11 and run[i] == "二":
+            out.append(12)  # 十一二月: November and December
+        else:
+            out.append(_NUMERALS[run[i]])
+        i += 1
+    return out
+
+
+def arabic_months(text: str) -> str:
+    """Months and month counts in Arabic digits, as the knowledge base writes them: "九十月份" → "9 10 月份",
+    "一两个月" → "1 2 个月", so a grower's 九十月份 meets the calendar's "9–10 月"."""
+    return _MONTHS_IN_WORDS.sub(lambda m: " " + " ".join(map(str, _numbers(m.group(0)))) + " ", text)
+
+
 class Mandarin:
     """Yunnan question words put into Mandarin (resources/dialect.tsv) for the sentence encoder, which learned
     Mandarin: "咋个整？兑好多水？" → "怎么办？兑多少水？". Keys are replaced longest first, left to right."""
@@ -111,7 +140,7 @@ class Tokenizer:
     def words(self, text: str) -> list[str]:
         """Segmented words (search mode: long domain words and their parts), lower-cased, stopwords removed."""
         with self._lock:  # jieba's lazy structures are not thread-safe
-            pieces = list(self._jieba.cut_for_search(text.lower()))
+            pieces = list(self._jieba.cut_for_search(arabic_months(text.lower())))
         return [w for w in (p.strip() for p in pieces) if w and _KEEP.search(w) and w not in self.stopwords]
 
     @cached_property

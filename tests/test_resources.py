@@ -228,3 +228,17 @@ def test_dialect_words_are_question_words_put_into_mandarin():
     assert to_mandarin("咋个整？") == "怎么办？"  # the longest key wins over 咋个 and 咋
     assert to_mandarin("兑好多水，晓得不？") == "兑多少水，知道不？"
     assert to_mandarin("咖啡锈病怎么防治") == "咖啡锈病怎么防治"
+
+
+def test_months_in_chinese_numerals_meet_the_knowledge_bases_arabic_months():
+    from rag_core.lexical import Tokenizer
+
+    tok = Tokenizer()
+    calendar = set(tok.words("9–10 月采收前准备好采果袋"))
+    assert {"9", "10"} <= set(tok.words("快开采了，九十月份要先准备哪些家什？")) & calendar
+    assert {"11", "12"} <= set(tok.words("十一二月份要防霜吗"))
+    assert "12" in tok.words("十二月份花芽还没长好") and "2" not in tok.words("十二月份花芽还没长好")
+    assert {"1", "2"} <= set(tok.words("堆一两个月"))
+    # numerals that are not a month stay words: 统一, 一次, 十几个月
+    assert tok.words("统一施一次肥") == ["统一", "施", "一次", "肥"]
+    assert "10" not in tok.words("十几个月")
