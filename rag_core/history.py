@@ -21,10 +21,11 @@ from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
-# Words that point back at the conversation: pronouns, demonstratives with a head, "the same", "what about …".
+# Words that point back at the conversation: pronouns, demonstratives with a head, "the same" (同样, 也是一样),
+# "what about …".
 _BACK_REFERENCE = re.compile(
     r"它|这个|那个|这种|那种|这些|那些|这样|那样|这么做|这病|这虫|这药|这肥|该病|该虫|该药|此病|此虫|此药"
-    r"|上面|刚才|前面说|你说的|同样|还有呢|其他的呢|别的呢|然后呢"
+    r"|上面|刚才|前面说|你说的|同样|[也还]是?一样|还有呢|其他的呢|别的呢|然后呢"
 )
 # Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), conditions
 # that continue it ("给苗子打的话，…"), and an action named without its object, which is the last turn's ("撒了以后…",

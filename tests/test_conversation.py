@@ -39,10 +39,11 @@ def test_an_elliptical_follow_up_carries_the_users_topic(sample_engine, question
     assert len(carried) <= 3  # the user's term and at most two from the reply: the reply does not swamp it
 
 
-@pytest.mark.parametrize("question", ["喷完以后要隔几天才能摘果子？", "第一年呢？要打几次？"])
+@pytest.mark.parametrize("question", ["喷完以后要隔几天才能摘果子？", "第一年呢？要打几次？", "苗圃里的小苗也得了，药也是一样兑法？"])
 def test_a_question_continuing_the_last_action_or_asking_what_about_mid_sentence_leans_back(sample_engine, question):
     # "喷完以后…" omits what was done (the previous turn's spraying); "…呢？" asks "and what about" even when a
-    # second clause follows. Both name little, or a topic that only continues the last turn: never "new"
+    # second clause follows; "也是一样…" asks whether it is the same as before. Each names little, or a topic that
+    # only continues the last turn (苗圃): never "new"
     stats = sample_engine.term_stats
     assert classify(question, sample_engine.tokenizer, stats).kind != "new"
     assert rewrite_query(question, RUST, sample_engine.tokenizer, 2, stats=stats).startswith("咖啡锈病")
