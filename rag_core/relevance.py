@@ -5,7 +5,8 @@ decision is lexical and explainable, from the corpus itself and the question's s
    know, or whatever else it names when the word is a name: an agrochemical or pest (阿维菌素, 啶虫脒 even when jieba
    splits it, 卷叶虫), a crop (核桃, 沃柑), a farm animal (山羊, 鸭子), a Latin-letter brand, model or scheme (4C);
 2. another crop the corpus mentions only in passing (甘蔗, 杧果), asked about in a question that does not name coffee
-   or the crop's role beside it (shade, intercrop);
+   or the crop's role beside it (shade, intercrop); or, whatever else the question names, that crop's own disease or
+   input (香蕉这个叶斑病, 坚果树施复合肥): a domain term after it in its clause that no passage names together with it;
 3. a time-bound or out-of-scope topic (subsidies, loans, compensation) or a named pest, disease, input or crop
    (红蜘蛛, 沼液 …) that the corpus lacks (character patterns, the older test);
 4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
@@ -404,6 +405,36 @@ def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     return ""
 
 
+CROP_SHARE = 0.05  # a crop in at most this share of passages is grown beside coffee (intercrop, shade), not taught
+_CLAUSE = re.compile(r"[，,。！!？?；;\s]+")
+
+
+def other_crops_care(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
+    """Another crop's own care that the knowledge base never discusses ("" when none): in one clause, a crop other than
+    coffee (香蕉, 澳洲坚果: grown beside it, named in a few passages) and after it, with no 咖啡 between, a domain term
+    (叶斑病, 复合肥) that no passage names together with that crop. The question asks about that crop's disease or
+    fertiliser ("咖啡地里遮荫的香蕉…香蕉这个叶斑病要打哪样药？"), which the manual, teaching coffee, never says,
+    even where it teaches how to plant the crop beside coffee. Named as "香蕉的叶斑病"."""
+    crops = []
+    for word in dict.fromkeys([w for w, _ in tokenizer.tagged(question)] + list(tokenizer.entities(question))):
+        crop = word[:-1] if word.endswith("树") else word
+        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and "咖啡" not in crop
+                and 0.0 < stats.share(crop) <= CROP_SHARE):
+            crops.append(crop)
+    for clause in _CLAUSE.split(question):
+        for crop in crops:
+            # the crop, or the last two characters it is called by for short (澳洲坚果 → 坚果树)
+            at = next((i for i in (clause.find(crop), clause.find(crop[-2:])) if i >= 0), -1)
+            if at < 0:
+                continue
+            for term in tokenizer.entities(clause):
+                where = clause.find(term, at)
+                if (where > at and term not in crop and crop not in term and "咖啡" not in clause[at:where]
+                        and stats.known(term) and stats.together(crop, term) == 0):
+                    return f"{crop}的{term}"
+    return ""
+
+
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """What the question is about that the knowledge base never mentions, when that is most of what it names
     ("" otherwise): a question naming a word the knowledge base has never seen, and little that it knows well,
@@ -433,7 +464,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     asked = asked or question
     score = coverage_score(question, hits, tokenizer)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
-    missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats) if stats else "")
+    missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats)
+                or other_crops_care(asked, tokenizer, stats) if stats else "")
                or unknown_latin_name(question, corpus_text)
                or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked

@@ -36,6 +36,10 @@ class TermStats:
             self._cache[term] = value
         return value
 
+    def together(self, *terms: str) -> int:
+        """How many passages contain every one of `terms` (香蕉 with 叶斑病: none)."""
+        return sum(1 for t in self._texts if all(term in t for term in terms))
+
     def known(self, term: str) -> bool:
         return self.share(term) > 0.0
 

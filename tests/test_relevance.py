@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (assess, missing_fact, other_crop, unanchored_amount, unanchored_remedy, unknown_focus,
-                                 unknown_latin_name, unknown_topic, unknown_words)
+from rag_core.relevance import (assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_remedy,
+                                 unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,22 @@ def test_another_crop_is_the_question_when_coffee_is_not_named(sample_engine):
     assert other_crop("包谷地里的草用啥药除？", tok, stats) in ("包谷", "玉米")
     assert other_crop("行距一米五的地能种几棵？", tok, stats) == ""  # a metre is no crop
     assert other_crop("咖啡地里种甘蔗行不行？", tok, stats) == ""  # names coffee
+
+
+def test_another_crops_own_disease_or_fertiliser_is_not_the_manuals_even_beside_coffee(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    banana = "咖啡地里遮荫的香蕉叶子上起黄褐色的斑，一片片枯掉，香蕉这个叶斑病要打哪样药？"
+    assert other_crop(banana, tok, stats) == ""  # names coffee and the crop's role beside it
+    assert other_crops_care(banana, tok, stats).startswith("香蕉的叶斑")
+    assert other_crops_care("咖啡地里套的澳洲坚果已经挂果了，坚果树一棵一年要施好多斤复合肥才够？", tok, stats) == "澳洲坚果的复合肥"
+    # what the manual does say about the crop beside coffee, or about coffee beside it
+    assert other_crops_care("咖啡和香蕉间作，香蕉行距留好宽？", tok, stats) == ""  # 香蕉行距约 4–6 m
+    assert other_crops_care("套种的澳洲坚果要几年才结果？", tok, stats) == ""
+    assert other_crops_care("香蕉树下的咖啡要施多少复合肥？", tok, stats) == ""  # the fertiliser is coffee's
+    assert other_crops_care("种了香蕉遮荫，锈病会不会轻一些？", tok, stats) == ""  # rust in its own clause: coffee's
+    hits = sample_engine.search(banana).evidence
+    coverage = assess(banana, hits, tok, sample_engine.index.corpus_text, stats)
+    assert not coverage.covered and "香蕉" in coverage.missing
 
 
 def test_a_latin_name_the_kb_never_writes(sample_engine):
