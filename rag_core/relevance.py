@@ -72,8 +72,8 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱)"),
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
     # a coming day or season, a "will it", and weather or the market
-    # (not "how can I tell whether it will frost tonight": a method, which the manual has)
-    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看出|知道|预防|防|预报[说讲]))[\s\S]*?(?:" + _COMING_DAY
+    # (not "how can I tell whether it will frost tonight", nor its signs: a method, which the manual has)
+    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看[得不]?出|[咋怎][么个样]?看|知道|预防|防|预报[说讲]|苗头|征兆|兆头|迹象))[\s\S]*?(?:" + _COMING_DAY
                           + r"[^，,。？?]{0,8}?" + _WEATHER_OR_MARKET + r"|" + _COMING + r"[^，,。？?]{0,12}?(?:"
                           + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,8}?" + _WILL_IT + r")|" + _WEATHER_OR_MARKET

@@ -40,7 +40,8 @@ def test_a_forecast_is_never_in_a_manual(hits, question):
 
 
 @pytest.mark.parametrize("question", ["咋个看出今晚会不会结霜？", "今年种的苗子霜冻以后会不会死？",
-                                      "预报说后天有霜，今天要做哪样准备？"])
+                                      "预报说后天有霜，今天要做哪样准备？", "怎么看今晚会不会打霜？",
+                                      "看得出明天要下霜不？有啥征兆？"])
 def test_how_to_tell_and_this_years_seedlings_are_no_forecast(hits, question):
     assert missing_fact(question, hits) == ""
 
