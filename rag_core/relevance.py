@@ -11,7 +11,8 @@ decision is lexical and explainable, from the corpus itself and the question's s
    (红蜘蛛, 沼液 …) that the corpus lacks (character patterns, the older test);
 4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
    of money, a forecast (会不会下霜, and the date a coming season arrives: 明年雨季哪天来), a brand or vendor, paperwork, a
-   year, a person, a total in a unit, an address, an insurer's payment, home roasting and brewing, and an amount in a
+   year, a person, a total in a unit, an address, an insurer's payment, home roasting and brewing, how much coffee a
+   person may drink and what it does to health, and an amount in a
    unit (几年, 好久, 零下几度) that no sentence states beside what the question asks it about: the near miss, where
    the knowledge base has the topic but not the fact;
 5. the best evidence covers too little of what the question asks (weighted share of its content words).
@@ -91,6 +92,12 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
                           r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
+     re.compile(r"(?!)")),
+    # how much coffee a person may drink, and what it does to health: the cup is past the green bean too (杯测 tastes
+    # a cup to grade beans, and 生豆霉了还能喝吗 asks about a defect, which the manual has: neither asks this)
+    ("喝咖啡与健康", re.compile(r"喝[^，,。？?]{0,6}?(?:几|多少|好多|两三|一两)杯|(?:几|两三|一两)杯咖啡"
+                          r"|喝[^，,。？?]{0,8}?(?:血压|身体|健康|孕妇|怀孕|怀娃娃|失眠|心脏|胃)"
+                          r"|(?:血压|孕妇|怀孕|怀娃娃|失眠|心脏病)[^，,。？?]{0,10}?喝"),
      re.compile(r"(?!)")),
     # what an insurer pays: the manual says only that a loss is reported
     ("保险理赔", re.compile(r"保险[^。？?]{0,8}(?:赔|报销)|理赔"), re.compile(r"赔付|赔偿|理赔|赔多少|\d\s*元")),

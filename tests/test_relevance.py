@@ -58,6 +58,12 @@ def test_the_other_kinds_of_asked_fact(hits):
     assert missing_fact("云南有多少户咖啡农？", hits) == "统计数字"
     assert missing_fact("镇上卖农药的店在哪里？", hits) == "地址"
     assert missing_fact("买了保险，霜冻了能赔不？", hits) == "保险理赔"
+    assert missing_fact("有胃病的人一天喝好多杯咖啡合适？", hits) == "喝咖啡与健康"
+    assert missing_fact("天天喝咖啡会不会失眠？", hits) == "喝咖啡与健康"
+    # a cup tasted to grade beans, a defect's danger and a tree's health are the manual's
+    assert missing_fact("杯测喝出怪味，一杯要扣好多分？", hits) == ""
+    assert missing_fact("生豆长了霉斑，拿来喝会不会有毒？", hits) == ""
+    assert missing_fact("咖啡树身体弱，叶子发黄咋办？", hits) == ""
     assert missing_fact("煮咖啡要煮几分钟？", hits) == "家庭烘焙和冲煮"
     assert missing_fact("收购站一公斤给到好多？", hits) == "价格"
     assert missing_fact("一斤鲜果能出几两生豆？", hits) == ""  # a yield, not a price
