@@ -142,13 +142,14 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
           "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
-          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
               **dict.fromkeys(("年", "个月", "月", "天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟", "季"), "time"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
-              **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), "倍": "ratio", "成": "ratio"}
+              **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
+              "倍": "ratio", "成": "ratio"}
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
                          + "|".join(sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")

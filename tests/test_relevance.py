@@ -147,6 +147,10 @@ def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(samp
     headed = _passages("一般在 9–12 月最重。", section="咖啡锈病 › 发生规律")
     assert unanchored_amount("锈病一年里头哪几个月最凶？", headed, tok, stats) == ""
     assert unanchored_amount("锈病一年里头哪几个月最凶？", _passages("锈病的流行规律如下。一般在 9–12 月最重。"), tok, stats) == ""
+    # a count of grains: eggs a beetle lays are not the beans in 100 g
+    eggs = "旋皮天牛一只母虫要下好多粒卵？"
+    assert unanchored_amount(eggs, _passages("旋皮天牛成虫在树干基部产卵。", "每 100 克生豆约 500–650 粒。"), tok, stats) == "具体数字"
+    assert unanchored_amount(eggs, _passages("旋皮天牛每头雌虫产卵 30–50 粒。"), tok, stats) == ""
 
 
 def test_which_chemical_must_stand_beside_what_it_is_asked_for(sample_engine):
