@@ -32,6 +32,9 @@ _BACK_REFERENCE = re.compile(
 # "修好以后…": zero anaphora).
 _LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]"
                               r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)(?:以后|之后|后)")
+# Openings that announce another question ("对了，…", "还有，…", "另外…": by the way): a question so opened that names
+# its own topic is a new one, though 还 alone leans back ("还要打几次？").
+_NEW_TOPIC_OPENING = re.compile(r"^(?:对了|还有个?事|还有一?个问题|还有[，,、]|另外|顺便问一?[下问]|换个问题|再问一?个)")
 # "…呢？" asks "and what about …", relative to what was said before, at the end or before a second clause.
 _WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$|呢[？?]")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
@@ -96,6 +99,8 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
         if len(_clause_words(q, tokenizer)) >= CLAUSE_WORDS:  # "沟边那块地一年到头雾气散不开，闷得很，种咖啡要注意啥？"
             return QuestionKind("ambiguous", strength, "names little the knowledge base knows, but in a clause of its own")
         return QuestionKind("followup", strength, "names too little of its own")
+    if _NEW_TOPIC_OPENING.search(q):
+        return QuestionKind("new", strength, "opens another question and names its own topic")
     if (_WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q)) and strength < 2 * OWN_TOPIC:
         return QuestionKind("ambiguous", strength, "leans on the previous turn but names a topic")
     return QuestionKind("new", strength, "names its own topic")

@@ -143,6 +143,17 @@ def test_a_leaning_question_whose_passages_lie_outside_the_conversation_ranks_th
     assert after[0].chunk.id == alone[0].chunk.id, [h.chunk.section for h in after]
 
 
+@pytest.mark.parametrize("question", ["对了，成龄咖啡树一年施几次肥？", "还有，湿法加工发酵要多长时间？", "另外，咖啡锈病怎么防治？"])
+def test_a_question_opened_as_another_question_is_searched_as_asked(sample_engine, question):
+    # "对了，…", "还有，…" announce another question (by the way): naming its own topic, it is new, and finds after
+    # the pruning exchange exactly what it finds alone (还 alone leans back: "还要打几次？")
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
+    assert classify("还要打几次？", sample_engine.tokenizer, sample_engine.term_stats).kind != "new"
+    alone = [h.chunk.id for h in sample_engine.search(question).evidence]
+    after = [h.chunk.id for h in sample_engine.search(question, PRUNING).evidence]
+    assert after[:3] == alone[:3]
+
+
 def test_an_ambiguous_follow_up_still_finds_the_previous_topic(sample_engine):
     history = [Turn("user", "叶子上有圆斑，中间灰白、外圈褐色，是什么病？"),
                Turn("assistant", "以下内容摘自知识库：\n这是咖啡褐眼斑病，由咖啡尾孢菌引起。[fb82b28b#20]")]
