@@ -48,6 +48,7 @@ GENERAL_FREQ = 2000  # a word this common in general Chinese (时候, 出来, �
 REPLY_CHARS = 120  # the opening of the reply that the follow-up continues
 CARRY_SHARE = 0.15  # a noun in more passages than this is too general to carry a topic
 ENTITY_SHARE = 0.3  # a domain term in more passages than this (小粒咖啡) is the domain, not a topic
+DOMAIN_SHARE = 0.5  # a word in most passages (咖啡) is the domain itself: the subject a follow-up leaves out
 
 Kind = Literal["new", "followup", "ambiguous"]
 
@@ -102,8 +103,21 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     if _NEW_TOPIC_OPENING.search(q):
         return QuestionKind("new", strength, "opens another question and names its own topic")
     if (_WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q)) and strength < 2 * OWN_TOPIC:
+        if names_the_domain(q, tokenizer, stats):
+            return QuestionKind("new", strength, "leans on the previous turn but names its topic and the crop itself")
         return QuestionKind("ambiguous", strength, "leans on the previous turn but names a topic")
     return QuestionKind("new", strength, "names its own topic")
+
+
+def names_the_domain(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> bool:
+    """Whether the question names the domain itself (咖啡: a word in most passages), not as part of a topic's name
+    (咖啡锈病). Within a conversation about coffee a follow-up leaves the crop out ("那要打几次？", "那老树呢？"); a
+    question that says it again ("那12月份地干了，给咖啡灌一次大水行不行？") is put whole, as a new one is."""
+    if stats is None:
+        return False
+    topics = [e for e in tokenizer.entities(question) if _names_topic(e, stats)]
+    return any(len(w) >= 2 and stats.share(w) > DOMAIN_SHARE and not any(w != t and w in t for t in topics)
+               for w in tokenizer.words(question))  # a word, not a character every passage has (不, 的)
 
 
 def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> bool:

@@ -154,6 +154,19 @@ def test_a_question_opened_as_another_question_is_searched_as_asked(sample_engin
     assert after[:3] == alone[:3]
 
 
+@pytest.mark.parametrize("question", ["那咖啡地土太酸，撒石灰一亩撒好多？", "那咖啡树开花的时候天干，要浇水不？"])
+def test_a_leaning_question_that_names_the_crop_again_is_put_whole(sample_engine, question):
+    # a follow-up leaves the crop out ("那要打几次？"); "那…给咖啡…" says it again, as a question put whole does: new,
+    # and searched as asked after the pruning exchange (咖啡锈病 names a topic, not the crop: that one stays ambiguous)
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert classify(question, tok, stats).kind == "new"
+    assert classify("那咖啡锈病怎么防治？", tok, stats).kind == "ambiguous"
+    assert classify("那花开过以后还要浇不？", tok, stats).kind != "new"  # 不 is in most passages, but is no word
+    alone = [h.chunk.id for h in sample_engine.search(question).evidence]
+    after = [h.chunk.id for h in sample_engine.search(question, PRUNING).evidence]
+    assert after[:3] == alone[:3]
+
+
 def test_an_ambiguous_follow_up_still_finds_the_previous_topic(sample_engine):
     history = [Turn("user", "叶子上有圆斑，中间灰白、外圈褐色，是什么病？"),
                Turn("assistant", "以下内容摘自知识库：\n这是咖啡褐眼斑病，由咖啡尾孢菌引起。[fb82b28b#20]")]
