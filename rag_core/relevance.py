@@ -195,23 +195,55 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
              figures: Sequence[re.Pattern]) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
-    a sentence matching it has beside it, read with its neighbours and heading; the smallest of these (every figure
-    asked must be stated), or 1.0 when the evidence uses none of the anchors (nothing to hold a figure to)."""
+    a sentence matching it has beside it; the smallest of these (every figure asked must be stated), or 1.0 when the
+    evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
+    sentence, its neighbours or its heading; a word of another clause describes what the question is about (树干上鼓
+    起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
+    its question), which it identifies."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
-    anchors = [(forms, weight) for forms, weight in _anchors(question, tokenizer, stats, asked)
+    anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
     if not anchors:
         return 1.0
-    total = sum(weight for _, weight in anchors)
-    windows = []  # (a sentence, it with its neighbours and heading)
+    total = sum(weight for _, _, weight in anchors)
+    windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
     for h in hits:
-        sentences = [h.chunk.text[a:b] for a, b in sentence_spans(h.chunk.text)]
-        windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2])) for i, s in enumerate(sentences)]
-    return min(max((sum(w for forms, w in anchors if any(f in around for f in forms)) / total
-                    for sentence, around in windows if figure.search(sentence)), default=0.0) for figure in figures)
+        spans = sentence_spans(h.chunk.text)
+        sentences = [h.chunk.text[a:b] for a, b in spans]
+        paragraphs = _paragraphs(h.chunk.text)
+        windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2]),
+                     h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
+                    for i, s in enumerate(sentences)]
+    clauses = _clauses(question)
+
+    def share(ask: str, around: str, paragraph: str) -> float:
+        own = next((c for c in clauses if ask in c), question)
+        return sum(w for word, forms, w in anchors
+                   if any(f in around or word not in own and f in paragraph for f in forms)) / total
+
+    return min(max((share(ask, around, paragraph) for sentence, around, paragraph in windows
+                    if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
 
 
-def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str]) -> list[tuple[list[str], float]]:
+def _paragraphs(text: str) -> list[tuple[int, str]]:
+    """(start, paragraph) of a passage's lines; an answer line (答：) is read with the question line (问：) above it."""
+    out: list[tuple[int, str]] = []
+    start = 0
+    for line in text.split("\n"):
+        if out and re.match(r"\s*答\s*[:：]", line):
+            out[-1] = (out[-1][0], out[-1][1] + "\n" + line)
+        else:
+            out.append((start, line))
+        start += len(line) + 1
+    return out
+
+
+def _clauses(question: str) -> list[str]:
+    return [c for c in re.split("[" + _CLAUSE_ENDS + "、 ]", question) if c]
+
+
+def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
+             asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
     """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
     and the synonym table's words for a growers' word) and its IDF in the knowledge base."""
     keys = [k for k in tokenizer.synonyms if k in question]
@@ -226,7 +258,7 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats, asked: Seque
             continue
         share = stats.share(word) or max(stats.share(t) for t in mapped)
         if share <= ANCHOR_SHARE:
-            out[word] = (forms, math.log(1 / share))
+            out[word] = (word, forms, math.log(1 / share))
     return list(out.values())
 
 

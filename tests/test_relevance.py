@@ -244,3 +244,21 @@ def test_the_held_out_out_of_scope_set_is_refused_and_its_controls_answered(eval
     full = evaluate(eval_cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=200)["systems"]["full"]
     assert full["refusal_rate_unanswerable"] >= 0.8
     assert full["false_refusal_rate"] <= 0.05
+
+
+def test_what_a_description_names_need_only_stand_in_the_figures_paragraph(sample_engine):
+    """A grower describes the thing before asking about it (树皮上起一道道圈…的那种虫，哪几个月出来): the description
+    identifies the passage, and the figure may stand anywhere in that paragraph (an FAQ answer's with its question);
+    the asking clause's own words must still stand beside it, and another paragraph's subject is no identification."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    described = "树皮上一圈圈的，刮开里头全是木屑的那种天牛，成虫哪几个月飞出来？"
+    life = _passages("这种天牛把树皮一圈圈旋断，里面塞满木屑。它在云南一年发生 1 代，以幼虫越冬。"
+                     "老熟幼虫在木质部化蛹。成虫羽化和产卵主要在 4–6 月。")
+    assert unanchored_amount(described, life, tok, stats) == ""
+    faq = _passages("问：嫩梢上趴着淡绿色扁扁的小虫，叶子和果子上一层黑灰，怎么办？\n"
+                    "答：这是绿蚧。先控制蚂蚁，保护瓢虫和寄生蜂。必要时在若虫孵化盛期喷 99% 矿物油乳油 150–200 倍液。")
+    assert unanchored_remedy("嫩梢上趴着绿色扁扁的小虫，叶子果子黑黢黢的，要打哪样药？", faq, tok, stats) == ""
+    # the remedy two paragraphs up is for another subject: the described one has none
+    other = _passages("叶斑病：发病初期喷 0.5% 波尔多液，10–15 d 一次。\n褐斑病：叶上出现褐色圆斑，多雨季节发生重。\n"
+                      "根结线虫病：根上有大小不一的瘤状根结，病苗应销毁。")
+    assert unanchored_remedy("老树根上长满疙瘩，说是根结线虫，用啥子药灌根？", other, tok, stats) == "防治药剂"
