@@ -55,11 +55,11 @@ _ARRIVES = _DATE_ASK + r"[^，,。？?]{0,3}?(?:来|到|下(?![肥药种苗])|�
 _WILL_IT = (r"(?:会|有没有|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重|"
             + _ARRIVES + ")")
 # a coming day, or this or next year's season, weather or market (今年冬天, 明年行情; not 今年种的苗)
-_COMING = (r"(?:明天|后天|今晚|今天晚上|这几天|近几天|过几天|最近几天|近期|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜|下个?月|这个月|这月|本月|月底|这个冬天|"
+_COMING = (r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一两天|近几天|近两天|过几天|过两天|最近几天|最近两天|近期|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜|下个?月|这个月|这月|本月|月底|这个冬天|"
            r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)"
            r"|[^，,。？?]{0,2}?" + _DATE_ASK + r"[^，,。？?]{0,4}?(?:雨|霜|雪|冷|热|旱|降温|冰雹)))")
 # a named coming day or week: whatever weather or market it is asked with is a forecast (下礼拜降温厉害不)
-_COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|过几天|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜)"
+_COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一两天|过几天|过两天|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜)"
 _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount

@@ -34,14 +34,14 @@ def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, questio
 
 @pytest.mark.parametrize("question", ["今年雨季是早来还是晚来？", "这个月底会不会来寒潮？", "明年咖啡价格会不会涨？",
                                       "下礼拜临沧降温厉害不？", "咖啡价钱明年会不会好点？", "这个礼拜孟连会不会下雨？",
-                                      "这星期会不会降温？"])
+                                      "这星期会不会降温？", "这两天保山会不会打霜？", "过两天还下不下雨？"])
 def test_a_forecast_is_never_in_a_manual(hits, question):
     assert missing_fact(question, hits) == "天气和行情预测"
 
 
 @pytest.mark.parametrize("question", ["咋个看出今晚会不会结霜？", "今年种的苗子霜冻以后会不会死？",
                                       "预报说后天有霜，今天要做哪样准备？", "怎么看今晚会不会打霜？",
-                                      "看得出明天要下霜不？有啥征兆？"])
+                                      "看得出明天要下霜不？有啥征兆？", "这两天叶子上起了黄点点，是哪样病？"])
 def test_how_to_tell_and_this_years_seedlings_are_no_forecast(hits, question):
     assert missing_fact(question, hits) == ""
 
