@@ -137,24 +137,26 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     return ""
 
 
-# An amount asked in a unit of some kind (签几年, 隔好久, 打几回, 零下几度, 好多公斤, 啥子比例) is answered by a number
+# An amount asked in a unit of some kind (签几年, 隔好久, 打几回, 零下几度, 好多公斤, 一年发几代, 啥子比例) is answered by a number
 # of that kind standing beside what the question asks it about, not by any such number in the passages: "澳洲坚果扛得住
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
           "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
-          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗", "generations": "代",
+          "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
               **dict.fromkeys(("年", "个月", "月", "天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟", "季"), "time"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
-              "倍": "ratio", "成": "ratio"}
+              "代": "generations", "倍": "ratio", "成": "ratio"}
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
                          + "|".join(sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
 _FIGURES = {kind: re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind == "time" else "")) for kind, units in _KINDS.items()}
+_FIGURES["generations"] = re.compile(r"(?:\d|[一二两三四五六七八九十多])\s*代")  # 一年可繁殖多代 answers 一年几代
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
 MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
@@ -324,6 +326,11 @@ _TOPICAL_POS = ("n", "nr", "ns", "nz", "nt", "vn", "j")
 _GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$")
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
 UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is what the question is about
+# the amount of a word (marked \0) asked by a clause ending in a question mark, whose only question word it is: 一年
+# 要有好多\0才够？ \0有好多？ (not 根上长了好多\0，是啥子病？: "many", in a clause that tells before the one that asks;
+# nor \0要扣好多分？, which asks an amount of something else)
+_MEASURE_ASKED = re.compile(r"(?:好多|多少|几多)\s*(?:的\s*)?\0(?![^，,。？?！!；;]*?(?:什么|啥|哪|咋|怎|吗|不|没|么))"
+                            r"[^，,。？?！!；;]*[？?]|\0[^，,。？?！!；;]{0,3}?(?:好多|多少|几多)\s*[呢啊嘛]?\s*[？?]")
 
 
 def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
@@ -490,6 +497,10 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
                                                           or len(w) == 2 and _CROP.search(w))]
     if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
+    measured = [w for w in unknown if tokenizer.general_frequency(w) >= MIN_WORD_FREQ  # a word (not 张有病 of 好多张有病)
+                and _MEASURE_ASKED.search(question.replace(w, "\0"))]
+    if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
+        return measured[0]
     strength = topic_strength(question, tokenizer, stats)
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
 

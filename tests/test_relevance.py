@@ -151,6 +151,21 @@ def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(samp
     eggs = "旋皮天牛一只母虫要下好多粒卵？"
     assert unanchored_amount(eggs, _passages("旋皮天牛成虫在树干基部产卵。", "每 100 克生豆约 500–650 粒。"), tok, stats) == "具体数字"
     assert unanchored_amount(eggs, _passages("旋皮天牛每头雌虫产卵 30–50 粒。"), tok, stats) == ""
+    # generations a year, in figures or in words ("多代"), of the insect asked about
+    assert unanchored_amount("绿蚧一年要发好多代？", _passages("咖啡绿蚧一年发生多代，世代重叠。"), tok, stats) == ""
+    assert unanchored_amount("绿蚧一年要发好多代？", _passages("咖啡绿蚧在嫩梢上吸汁。", "天牛一年发生 1 代。"),
+                             tok, stats) == "具体数字"
+
+
+def test_how_much_of_a_thing_the_kb_never_names_is_its_focus(sample_engine):
+    """An amount asked of a word no passage uses (好多负离子, 咖啡因有好多) cannot be stated, however much else of the
+    question the KB knows; the same word in a clause that only tells ("many") is judged as before."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("一亩咖啡地一年要好多负离子才够？", tok, stats) == "负离子"
+    assert unknown_focus("卡蒂姆鲜果里头咖啡因有好多？", tok, stats) == "咖啡因"
+    assert unknown_focus("咖啡地里飘来好多负离子，对结果有好处没得？", tok, stats) == ""
+    assert unknown_focus("卡蒂姆鲜果里头咖啡因多不多？", tok, stats) == ""
+    assert unknown_focus("杯测打分时有瑕疵的杯子要扣好多分？", tok, stats) == ""  # the points, not the cups, are asked
 
 
 def test_which_chemical_must_stand_beside_what_it_is_asked_for(sample_engine):
