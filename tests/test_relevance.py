@@ -151,6 +151,14 @@ def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(samp
     eggs = "旋皮天牛一只母虫要下好多粒卵？"
     assert unanchored_amount(eggs, _passages("旋皮天牛成虫在树干基部产卵。", "每 100 克生豆约 500–650 粒。"), tok, stats) == "具体数字"
     assert unanchored_amount(eggs, _passages("旋皮天牛每头雌虫产卵 30–50 粒。"), tok, stats) == ""
+    # a count of things (好多个), in a figure: 一个 is an article, and 几个月, 哪几个 ask a time and which
+    pores = _passages("要看果实顶端有没有一个约 1 mm 的小圆孔，有孔的多是果小蠹蛀的。")
+    assert unanchored_amount("果子上打孔的小甲虫，一只母虫能下好多个卵？", pores, tok, stats) == "具体数字"
+    laid = _passages("咖啡果小蠹雌虫在果实内产卵，每头可产卵 30–60 个。")
+    assert unanchored_amount("果子上打孔的小甲虫，一只母虫能下好多个卵？", laid, tok, stats) == ""
+    smoke = _passages("熏烟防霜时每亩堆 6–8 个烟堆，均匀摆放在园地上风处。")
+    assert unanchored_amount("熏烟防霜一亩地要堆几个烟堆？", smoke, tok, stats) == ""
+    assert unanchored_amount("熏烟防霜是哪几个步骤？", pores, tok, stats) == ""
     # generations a year, in figures or in words ("多代"), of the insect asked about
     assert unanchored_amount("绿蚧一年要发好多代？", _passages("咖啡绿蚧一年发生多代，世代重叠。"), tok, stats) == ""
     assert unanchored_amount("绿蚧一年要发好多代？", _passages("咖啡绿蚧在嫩梢上吸汁。", "天牛一年发生 1 代。"),
