@@ -142,12 +142,15 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
           "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
-          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗", "generations": "代", "items": "个|只|头",
-          "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+          # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
+          "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
+          "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
+          "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
-              **dict.fromkeys(("年", "个月", "月", "天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟", "季"), "time"),
+              **dict.fromkeys(("年", "个月", "月", "季"), "time"),
+              **dict.fromkeys(("天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟"), "days"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
               "代": "generations", "个": "items", "倍": "ratio", "成": "ratio"}
@@ -157,7 +160,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十]
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
 _FIGURES = {kind: re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + units + ")"
-                             + ("|" + _SAME_DAY if kind == "time" else "")) for kind, units in _KINDS.items()}
+                             + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
 _FIGURES["generations"] = re.compile(r"(?:\d|[一二两三四五六七八九十多])\s*代")  # 一年可繁殖多代 answers 一年几代
 _FIGURES["items"] = re.compile(r"(?:\d|[两三四五六七八九十百])[\d.]*\s*(?:万|千|百)?\s*(?:个|只|头)")  # 一个 is an article
 _CLAUSE_ENDS = "，,。？?！!；;：:"

@@ -151,6 +151,13 @@ def test_an_amount_asked_in_a_unit_must_stand_beside_what_it_is_asked_about(samp
     eggs = "旋皮天牛一只母虫要下好多粒卵？"
     assert unanchored_amount(eggs, _passages("旋皮天牛成虫在树干基部产卵。", "每 100 克生豆约 500–650 粒。"), tok, stats) == "具体数字"
     assert unanchored_amount(eggs, _passages("旋皮天牛每头雌虫产卵 30–50 粒。"), tok, stats) == ""
+    # days asked are a span: the months of the year a beetle lays in do not say how many days its eggs take; 好久 (in
+    # Yunnan also "when") may be answered by months
+    season = _passages("旋皮天牛成虫羽化和产卵主要在 4–6 月，卵产在主干基部的树皮下。")
+    assert unanchored_amount("旋皮天牛的卵要几天才孵得出来？", season, tok, stats) == "具体数字"
+    hatch = _passages("旋皮天牛的卵产在主干基部的树皮下，卵期 7–10 天。")
+    assert unanchored_amount("旋皮天牛的卵要几天才孵得出来？", hatch, tok, stats) == ""
+    assert unanchored_amount("旋皮天牛的成虫好久出来？", season, tok, stats) == ""
     # a count of things (好多个), in a figure: 一个 is an article, and 几个月, 哪几个 ask a time and which
     pores = _passages("要看果实顶端有没有一个约 1 mm 的小圆孔，有孔的多是果小蠹蛀的。")
     assert unanchored_amount("果子上打孔的小甲虫，一只母虫能下好多个卵？", pores, tok, stats) == "具体数字"
