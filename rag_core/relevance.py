@@ -54,12 +54,12 @@ _DATE_ASK = r"(?:哪天|哪一天|几号|几时|啥时候|啥时|什么时候)"
 _ARRIVES = _DATE_ASK + r"[^，,。？?]{0,3}?(?:来|到|下(?![肥药种苗])|停|开始|结束|过去)"
 _WILL_IT = (r"(?:会|有没有|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重|"
             + _ARRIVES + ")")
-# a coming day, or this or next year's season, weather or market (今年冬天, 明年行情; not 今年种的苗)
-_COMING = (r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一两天|近几天|近两天|过几天|过两天|最近几天|最近两天|近期|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜|下个?月|这个月|这月|本月|月底|这个冬天|"
-           r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)"
-           r"|[^，,。？?]{0,2}?" + _DATE_ASK + r"[^，,。？?]{0,4}?(?:雨|霜|雪|冷|热|旱|降温|冰雹)))")
 # a named coming day or week: whatever weather or market it is asked with is a forecast (下礼拜降温厉害不)
 _COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一两天|过几天|过两天|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜)"
+# a coming day, or this or next year's season, weather or market (今年冬天, 明年行情; not 今年种的苗)
+_COMING = (r"(?:" + _COMING_DAY + r"|近几天|近两天|最近几天|最近两天|近期|下个?月|这个月|这月|本月|月底|这个冬天|"
+           r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)"
+           r"|[^，,。？?]{0,2}?" + _DATE_ASK + r"[^，,。？?]{0,4}?(?:雨|霜|雪|冷|热|旱|降温|冰雹)))")
 _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
@@ -146,6 +146,10 @@ _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length"
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+_NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
+# the number before a unit, where a kind reads it otherwise: 一个 is an article, not a count of things; generations
+# may be many (一年可繁殖多代 answers 一年几代)
+_NUMBER_OF = {"items": r"(?:\d|[两三四五六七八九十百])[\d.]*\s*(?:万|千|百)?\s*", "generations": r"(?:\d|[一二两三四五六七八九十多])\s*"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
@@ -154,16 +158,16 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
               "代": "generations", "个": "items", "倍": "ratio", "成": "ratio"}
+_UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
-                         # (个 counts things: not 几个月, 几个钟头, 几个小时, which are times, nor 哪几个, which asks which)
-                         + "|".join(re.escape(u) + ("(?![月钟小])(?<!哪几个)" if u == "个" else "")
-                                    for u in sorted(_UNIT_KIND, key=len, reverse=True)) + r")|(多长时间|多久|好久)"
+                         + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
+                                    for u in sorted(_UNIT_KIND, key=len, reverse=True))
+                         + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
-_FIGURES = {kind: re.compile(r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*(?:" + units + ")"
+_FIGURES = {kind: re.compile(_NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
-_FIGURES["generations"] = re.compile(r"(?:\d|[一二两三四五六七八九十多])\s*代")  # 一年可繁殖多代 answers 一年几代
-_FIGURES["items"] = re.compile(r"(?:\d|[两三四五六七八九十百])[\d.]*\s*(?:万|千|百)?\s*(?:个|只|头)")  # 一个 is an article
 _CLAUSE_ENDS = "，,。？?！!；;：:"
+_CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
 MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
 _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
@@ -247,7 +251,7 @@ def _paragraphs(text: str) -> list[tuple[int, str]]:
 
 
 def _clauses(question: str) -> list[str]:
-    return [c for c in re.split("[" + _CLAUSE_ENDS + "、 ]", question) if c]
+    return [c for c in _CLAUSE_SPLIT.split(question) if c]
 
 
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
@@ -335,8 +339,8 @@ UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is 
 # the amount of a word (marked \0) asked by a clause ending in a question mark, whose only question word it is: 一年
 # 要有好多\0才够？ \0有好多？ (not 根上长了好多\0，是啥子病？: "many", in a clause that tells before the one that asks;
 # nor \0要扣好多分？, which asks an amount of something else)
-_MEASURE_ASKED = re.compile(r"(?:好多|多少|几多)\s*(?:的\s*)?\0(?![^，,。？?！!；;]*?(?:什么|啥|哪|咋|怎|吗|不|没|么))"
-                            r"[^，,。？?！!；;]*[？?]|\0[^，,。？?！!；;]{0,3}?(?:好多|多少|几多)\s*[呢啊嘛]?\s*[？?]")
+_MEASURE_ASKED = re.compile(r"(?:好多|多少|几多)\s*(?:的\s*)?\0(?!" + _IN_CLAUSE + r"(?:什么|啥|哪|咋|怎|吗|不|没|么))"
+                            + _IN_CLAUSE + r"[？?]|\0[^，,。？?！!；;]{0,3}?(?:好多|多少|几多)\s*[呢啊嘛]?\s*[？?]")
 
 
 def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
