@@ -403,7 +403,8 @@ _CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉�
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
-_REMEDY = re.compile(_CHEMISTRY.pattern + r"|倍液|剂|波尔多|硫酸铜|铜制|石灰|菌素|霉素|\d\s*%")  # names a chemical
+# names a chemical; a percentage only with a name after it (77% 氢氧化铜), not a share (荫蔽度保持 30%–40%, 40% 左右)
+_REMEDY = re.compile(_CHEMISTRY.pattern + r"|倍液|剂|波尔多|硫酸铜|铜制|石灰|菌素|霉素|\d\s*%\s*(?![左以的])[\u4e00-\u9fff]")
 _CHEMICAL_OR_PEST = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CHEMISTRY.pattern)
 _NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
 # Farm animals (土鸡, 山羊, 鸭子, 黄牛, 蜜蜂 …): one the KB never names is kept beside coffee, not taught by it.
