@@ -211,6 +211,18 @@ def test_a_share_is_no_chemical_unless_a_name_follows_it(sample_engine):
     assert unanchored_remedy(question, named, tok, stats) == ""
 
 
+def test_an_amount_asked_of_another_crop_is_stated_of_that_crop(sample_engine):
+    """The crop beside coffee (澳洲坚果) that the asking clause names must stand beside the figure: coffee's frost
+    temperature, in a paragraph that shares the description's 结霜, does not say what the nut tree withstands."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "澳洲坚果最低扛得住零下几度？我那点冬天要结霜。"
+    coffee = _passages("晴朗无风的夜晚地面结霜，咖啡叶片温度降到 −2 °C 以下就会受冻。",
+                       "澳洲坚果常绿、树体高大，与咖啡间作可以防风遮荫。")
+    assert unanchored_amount(question, coffee, tok, stats) == "具体数字"
+    stated = _passages("澳洲坚果成龄树能耐短时 −4 °C 的低温，幼树遇结霜要包扎防寒。")
+    assert unanchored_amount(question, stated, tok, stats) == ""
+
+
 def test_how_long_is_answered_in_words_too(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     same_day = _passages("鲜果浮选后应立即脱皮，当天采摘的鲜果应在当天脱皮完毕。")
