@@ -211,8 +211,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
     sentence, its neighbours or its heading; a word of another clause describes what the question is about (树干上鼓
     起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
-    its question), which it identifies. A crop beside coffee that the asking clause names (澳洲坚果最低扛得住零下几度)
-    must itself stand beside the figure: coffee's figures say nothing of it."""
+    its question), which it identifies. A domain term of the asking clause must itself stand beside the figure:
+    Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
     anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
@@ -228,13 +228,13 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
                      h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
                     for i, s in enumerate(sentences)]
     clauses = _clauses(question)
-    crops = _crops_beside_coffee(question, tokenizer, stats)
 
     def share(ask: str, around: str, paragraph: str) -> float:
         own = next((c for c in clauses if ask in c), question)
-        # an amount asked of another crop (澳洲坚果扛得住零下几度) is stated of that crop, not of coffee beside it
-        if any(crop in own or crop[-2:] in own for crop in crops) and not any(
-                crop in around or crop[-2:] in around for crop in crops if crop in own or crop[-2:] in own):
+        # what the asking clause names (瑰夏, 临沧, 澳洲坚果: a domain term of the lexicon, not one that names no topic)
+        # is what the figure is of: it must stand beside it, not only somewhere in the passage
+        named = [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE]
+        if named and not any(term in around for term in named):
             return 0.0
         return sum(w for word, forms, w in anchors
                    if any(f in around or word not in own and f in paragraph for f in forms)) / total
@@ -473,25 +473,18 @@ CROP_SHARE = 0.05  # a crop in at most this share of passages is grown beside co
 _CLAUSE = re.compile(r"[，,。！!？?；;\s]+")
 
 
-def _crops_beside_coffee(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
-    """The crops other than coffee the question names that the KB mentions in a few passages (香蕉, 澳洲坚果: grown
-    beside coffee as intercrops or shade)."""
-    crops = []
-    for word in dict.fromkeys([w for w, _ in tokenizer.tagged(question)] + list(tokenizer.entities(question))):
-        crop = word[:-1] if word.endswith("树") else word
-        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and "咖啡" not in crop
-                and 0.0 < stats.share(crop) <= CROP_SHARE):
-            crops.append(crop)
-    return crops
-
-
 def other_crops_care(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """Another crop's own care that the knowledge base never discusses ("" when none): in one clause, a crop other than
     coffee (香蕉, 澳洲坚果: grown beside it, named in a few passages) and after it, with no 咖啡 between, a domain term
     (叶斑病, 复合肥) that no passage names together with that crop. The question asks about that crop's disease or
     fertiliser ("咖啡地里遮荫的香蕉…香蕉这个叶斑病要打哪样药？"), which the manual, teaching coffee, never says,
     even where it teaches how to plant the crop beside coffee. Named as "香蕉的叶斑病"."""
-    crops = _crops_beside_coffee(question, tokenizer, stats)
+    crops = []
+    for word in dict.fromkeys([w for w, _ in tokenizer.tagged(question)] + list(tokenizer.entities(question))):
+        crop = word[:-1] if word.endswith("树") else word
+        if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and "咖啡" not in crop
+                and 0.0 < stats.share(crop) <= CROP_SHARE):
+            crops.append(crop)
     for clause in _CLAUSE.split(question):
         for crop in crops:
             # the crop, or the last two characters it is called by for short (澳洲坚果 → 坚果树)

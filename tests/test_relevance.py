@@ -211,9 +211,10 @@ def test_a_share_is_no_chemical_unless_a_name_follows_it(sample_engine):
     assert unanchored_remedy(question, named, tok, stats) == ""
 
 
-def test_an_amount_asked_of_another_crop_is_stated_of_that_crop(sample_engine):
-    """The crop beside coffee (澳洲坚果) that the asking clause names must stand beside the figure: coffee's frost
-    temperature, in a paragraph that shares the description's 结霜, does not say what the nut tree withstands."""
+def test_an_amount_is_stated_of_what_the_asking_clause_names(sample_engine):
+    """The domain term the asking clause names (澳洲坚果, 瑰夏) must stand beside the figure: coffee's frost
+    temperature, in a paragraph that shares the description's 结霜, does not say what the nut tree withstands, nor
+    Catimor's yield Geisha's."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     question = "澳洲坚果最低扛得住零下几度？我那点冬天要结霜。"
     coffee = _passages("晴朗无风的夜晚地面结霜，咖啡叶片温度降到 −2 °C 以下就会受冻。",
@@ -221,6 +222,12 @@ def test_an_amount_asked_of_another_crop_is_stated_of_that_crop(sample_engine):
     assert unanchored_amount(question, coffee, tok, stats) == "具体数字"
     stated = _passages("澳洲坚果成龄树能耐短时 −4 °C 的低温，幼树遇结霜要包扎防寒。")
     assert unanchored_amount(question, stated, tok, stats) == ""
+    # Geisha named nowhere in the evidence, Catimor (named by the comparing clause) beside its own yield
+    geisha = "瑰夏管得好的话一亩地一年能收好多斤鲜果？跟卡蒂姆比要少好多斤？"
+    catimor = _passages("卡蒂姆盛产期一亩鲜果产量 1000–1500 kg。\n施肥要跟上产量。")
+    assert unanchored_amount(geisha, catimor, tok, stats) == "具体数字"
+    both = _passages("瑰夏产量很低，一亩鲜果约 300 kg，卡蒂姆一亩鲜果 1000–1500 kg。")
+    assert unanchored_amount(geisha, both, tok, stats) == ""
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
