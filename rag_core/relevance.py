@@ -204,6 +204,21 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_REMEDY]) < MIN_AMOUNT_SUPPORT else ""
 
 
+# "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
+# beside what the question asks it of; 几号 alone is mostly a date.
+_ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
+_CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5
+
+
+def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体编号" when the question asks a designation and no sentence of the evidence states one beside at least
+    MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise (the amount's test)."""
+    ask = _ASKED_CODE.search(question)
+    if not ask or not hits:
+        return ""
+    return "具体编号" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_CODE]) < MIN_AMOUNT_SUPPORT else ""
+
+
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
              figures: Sequence[re.Pattern]) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
@@ -538,5 +553,5 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
-                   if stats and asked == question else ""))
+                   or unanchored_code(asked, hits, tokenizer, stats) if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

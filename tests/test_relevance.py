@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_remedy,
+from rag_core.relevance import (assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_code,
+                                unanchored_remedy,
                                  unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
 
 
@@ -228,6 +229,19 @@ def test_an_amount_is_stated_of_what_the_asking_clause_names(sample_engine):
     assert unanchored_amount(geisha, catimor, tok, stats) == "具体数字"
     both = _passages("瑰夏产量很低，一亩鲜果约 300 kg，卡蒂姆一亩鲜果 1000–1500 kg。")
     assert unanchored_amount(geisha, both, tok, stats) == ""
+
+
+def test_a_designation_asked_must_be_stated_of_what_it_is_asked_of(sample_engine):
+    """哪几个编号 asks a line's code, which the passages on Sarchimor's lines never give (and a number of
+    something else is none); a date (几号) asks none."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "萨奇姆听说分好几个品系，具体是哪几个编号？"
+    lines = _passages("萨奇姆各品系在云南不同海拔的耐寒性、产量和品质表现差异较大，应选用经过当地试种的品系。",
+                      "萨奇姆抗锈病，丰产性较好，矮秆品种通常每亩可种 300 株左右。")
+    assert unanchored_code(question, lines, tok, stats) == "具体编号"
+    stated = _passages("萨奇姆在云南推广的主要是 T5296 等品系。")
+    assert unanchored_code(question, stated, tok, stats) == ""
+    assert unanchored_code("萨奇姆几号开始采？", lines, tok, stats) == ""
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
