@@ -351,7 +351,7 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
     return ""
 
 
-_TOPICAL_POS = ("n", "nr", "ns", "nz", "nt", "vn", "j")
+_TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, nrfg: transliterated names (卡布奇诺)
 # Growers' grammar, not a topic, wherever jieba cuts it: 遭 as the passive (遭虫, 遭灾: "by insects", "hit by a
 # disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, and months (八九月份).
 _GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$")
