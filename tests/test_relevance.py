@@ -7,8 +7,7 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_code,
-                                unanchored_remedy,
-                                 unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
+                                unanchored_remedy, unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +241,13 @@ def test_a_designation_asked_must_be_stated_of_what_it_is_asked_of(sample_engine
     stated = _passages("萨奇姆在云南推广的主要是 T5296 等品系。")
     assert unanchored_code(question, stated, tok, stats) == ""
     assert unanchored_code("萨奇姆几号开始采？", lines, tok, stats) == ""
+
+
+def test_a_transliterated_name_is_a_topic(sample_engine):
+    """jieba tags 卡布奇诺 as a transliterated name (nrt): a word the KB never uses, and all the question names."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert "卡布奇诺" in unknown_words("拿铁和卡布奇诺有哪样区别？", tok, stats)
+    assert unknown_focus("拿铁和卡布奇诺有哪样区别？哪个奶放得多？", tok, stats) == "卡布奇诺"
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
