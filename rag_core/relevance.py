@@ -226,7 +226,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
     sentence, its neighbours or its heading; a word of another clause describes what the question is about (树干上鼓
     起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
-    its question), which it identifies. A domain term of the asking clause must itself stand beside the figure:
+    its question), which it identifies. A name the asking clause gives must itself stand beside the figure:
     Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
     anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
@@ -246,9 +246,11 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     def share(ask: str, around: str, paragraph: str) -> float:
         own = next((c for c in clauses if ask in c), question)
-        # what the asking clause names (瑰夏, 临沧, 澳洲坚果: a domain term of the lexicon, not one that names no topic)
-        # is what the figure is of: it must stand beside it, not only somewhere in the passage
-        named = [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE]
+        # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is
+        # what the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may
+        # call otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
+        named = [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE
+                 and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
         if named and not any(term in around for term in named):
             return 0.0
         return sum(w for word, forms, w in anchors

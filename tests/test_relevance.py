@@ -212,7 +212,7 @@ def test_a_share_is_no_chemical_unless_a_name_follows_it(sample_engine):
 
 
 def test_an_amount_is_stated_of_what_the_asking_clause_names(sample_engine):
-    """The domain term the asking clause names (澳洲坚果, 瑰夏) must stand beside the figure: coffee's frost
+    """The crop or proper name the asking clause names (澳洲坚果, 瑰夏) must stand beside the figure: coffee's frost
     temperature, in a paragraph that shares the description's 结霜, does not say what the nut tree withstands, nor
     Catimor's yield Geisha's."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
@@ -228,6 +228,9 @@ def test_an_amount_is_stated_of_what_the_asking_clause_names(sample_engine):
     assert unanchored_amount(geisha, catimor, tok, stats) == "具体数字"
     both = _passages("瑰夏产量很低，一亩鲜果约 300 kg，卡蒂姆一亩鲜果 1000–1500 kg。")
     assert unanchored_amount(geisha, both, tok, stats) == ""
+    # a thing, not a name: the manual calls 红果 鲜果, and states their count beside that word
+    counted = _passages("估产以地块为单位选点。成熟鲜果的单果重多在 1.5–2 g之间，每公斤约 500–650 粒。")
+    assert unanchored_amount("估产的时候，一公斤红果子大概有好多颗？", counted, tok, stats) == ""
 
 
 def test_a_designation_asked_must_be_stated_of_what_it_is_asked_of(sample_engine):
