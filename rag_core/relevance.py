@@ -231,26 +231,31 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
     anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
-    if not anchors:
-        return 1.0
-    total = sum(weight for _, _, weight in anchors)
-    windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
-    for h in hits:
-        spans = sentence_spans(h.chunk.text)
-        sentences = [h.chunk.text[a:b] for a, b in spans]
-        paragraphs = _paragraphs(h.chunk.text)
-        windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2]),
-                     h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
-                    for i, s in enumerate(sentences)]
     clauses = _clauses(question)
 
-    def share(ask: str, around: str, paragraph: str) -> float:
-        own = next((c for c in clauses if ask in c), question)
+    def named_in(own: str) -> list[str]:
         # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is
         # what the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may
         # call otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
-        named = [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE
-                 and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
+        return [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE
+                and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
+
+    if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent
+        return 0.0 if any(named_in(next((c for c in clauses if a in c), question)) for a in asked) else 1.0
+    total = sum(weight for _, _, weight in anchors)
+    windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
+    for h in hits:
+        text = _with_column_units(h.chunk.text)
+        spans = sentence_spans(text)
+        sentences = [text[a:b] for a, b in spans]
+        paragraphs = _paragraphs(text)
+        windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2]),
+                     h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
+                    for i, s in enumerate(sentences)]
+
+    def share(ask: str, around: str, paragraph: str) -> float:
+        own = next((c for c in clauses if ask in c), question)
+        named = named_in(own)
         if named and not any(term in around for term in named):
             return 0.0
         return sum(w for word, forms, w in anchors
@@ -258,6 +263,49 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     return min(max((share(ask, around, paragraph) for sentence, around, paragraph in windows
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
+
+
+_TABLE_ROW = re.compile(r"^\|(.*)\|\s*$", re.M)
+_PARENTHESES = re.compile(r"[（(]\s*([^）)]{1,8}?)\s*[）)]")
+_UNIT_WORD = re.compile(r"[A-Za-z%‰°℃]|株|棵|丛|亩|次|天|年|月|粒|倍|克|斤|升|米")
+_CELL_FIGURE = re.compile(r"^(?:约|≤|≥|<|>|＜|＞)?\s*\d[\d.]*(?:\s*[～~–\-—至到]\s*\d[\d.]*)?$")
+
+
+def _with_column_units(text: str) -> str:
+    """A passage whose Markdown tables state each bare figure with its column's unit, as prose would: the row
+    "| 卡蒂姆…矮秆紧凑型 | 单干 | 1.8 | 1.0 | 370 |" under "行距（m）… 每亩株数（约）" reads "… 1.8 m … 370 株", a
+    figure of the asked kind beside its row's name. Other text is unchanged."""
+    rows = list(_TABLE_ROW.finditer(text))
+    if not rows:
+        return text
+    out, header, last = [], None, 0
+    for m in rows:
+        cells = [c.strip() for c in m.group(1).split("|")]
+        if m.start() > last + 1 and text[last:m.start()].strip():  # prose between two tables: a new table
+            header = None
+        out.append(text[last:m.start()])
+        last = m.end()
+        if all(set(c) <= set("-: ") for c in cells):  # a rule row
+            out.append(m.group(0))
+            continue
+        if header is None or len(cells) != len(header):
+            header = cells
+            out.append(m.group(0))
+            continue
+        units = [_column_unit(name) for name in header]
+        out.append("| " + " | ".join(f"{c} {u}" if u and _CELL_FIGURE.match(c) else c for c, u in zip(cells, units)) + " |")
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _column_unit(name: str) -> str:
+    """The unit of a table column: in its parentheses (行距（m）, 纯氮 N（g/株）), else the last unit word of its name
+    (每亩株数（约） counts 株)."""
+    paren = _PARENTHESES.search(name)
+    if paren and _UNIT_WORD.search(paren.group(1)):
+        return paren.group(1)
+    words = _UNIT_WORD.findall(_PARENTHESES.sub("", name))
+    return words[-1] if words else ""
 
 
 def _paragraphs(text: str) -> list[tuple[int, str]]:
@@ -516,6 +564,26 @@ def other_crops_care(question: str, tokenizer: Tokenizer, stats: TermStats) -> s
     return ""
 
 
+_ANIMAL_ALONE = set("鸡鸭鹅猪牛羊兔鱼蜂")
+_ANIMAL_CARE = re.compile(r"喂|饲料|吃食|食量|病|瘟|疫苗|打针|针|发烧|拉稀")
+
+
+def animal_care(question: str, tokenizer: Tokenizer) -> str:
+    """A farm animal's own feeding or health ("" when none): in one clause, an animal (猪, 牛, 土鸡 as a word of its
+    own, not the 猪 of 猪粪 or 猪屎豆) and after it a word of feeding or sickness (一头猪一天喂好多, 养的猪不吃食、发烧,
+    放养的鸡…是不是鸡瘟). The manual teaches coffee; what it says of animals is their manure, or that a cover crop is
+    no fodder (拿去喂牛喂猪: the feeding comes first, and asks about the crop)."""
+    for clause in _CLAUSE.split(question):
+        at = 0
+        for word, flag in tokenizer.tagged(clause):
+            fed = clause[:at].endswith("喂")  # 拿去喂牛: what is fed is asked about, not the animal
+            if not fed and (word in _ANIMAL_ALONE or flag.startswith("n") and _ANIMAL.search(word)):
+                if _ANIMAL_CARE.search(clause, at + len(word)):
+                    return f"{word}的饲养和疾病"
+            at += len(word)
+    return ""
+
+
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """What the question is about that the knowledge base never mentions, when that is most of what it names
     ("" otherwise): a question naming a word the knowledge base has never seen, and little that it knows well,
@@ -550,7 +618,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     score = coverage_score(question, hits, tokenizer)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats)
-                or other_crops_care(asked, tokenizer, stats) if stats else "")
+                or other_crops_care(asked, tokenizer, stats) if stats else "") or animal_care(asked, tokenizer)
                or unknown_latin_name(question, corpus_text)
                or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked

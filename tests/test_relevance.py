@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_code,
+from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_code,
                                 unanchored_remedy, unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
 
 
@@ -251,6 +251,29 @@ def test_a_transliterated_name_is_a_topic(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert "卡布奇诺" in unknown_words("拿铁和卡布奇诺有哪样区别？", tok, stats)
     assert unknown_focus("拿铁和卡布奇诺有哪样区别？哪个奶放得多？", tok, stats) == "卡布奇诺"
+
+
+def test_a_farm_animals_feeding_or_health_is_not_taught(sample_engine):
+    """The manual teaches coffee: how much to feed a pig, or what ails it, is no question it answers, though it names
+    pig manure and says a cover crop is no fodder (what is fed is then asked about, not the animal)."""
+    tok = sample_engine.tokenizer
+    assert animal_care("脱下来的咖啡果皮拿来喂猪得不得？一头猪一天喂好多斤？", tok) == "猪的饲养和疾病"
+    assert animal_care("园子边上养的猪不吃食、发烧，是哪样病？", tok) == "猪的饲养和疾病"
+    assert animal_care("行间种了猪屎豆当绿肥，割下来的能不能拿去喂牛喂猪？", tok) == ""
+    assert animal_care("沤好的猪粪一棵咖啡树下好多？", tok) == ""
+    assert animal_care("牛粪和鸡粪哪个肥效快？", tok) == ""
+
+
+def test_a_tables_figures_carry_their_columns_units(sample_engine):
+    """A table states its unit once, in the column's name (行距（m）, 每亩株数（约）): the row "卡蒂姆…| 370 |" answers
+    how many Catimor plants a mu takes, and says nothing of a cultivar it does not name."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    table = _passages("9.2 推荐株行距\n表 1 小粒咖啡推荐株行距\n| 品种类型 | 整形方式 | 行距（m） | 株距（m） | 每亩株数（约） |\n"
+                      "| 卡蒂姆、萨奇姆等矮秆紧凑型 | 单干 | 1.8 | 1.0 | 370 |\n"
+                      "| 铁皮卡、波旁等高秆型 | 单干或多干 | 2.0 | 1.3～1.5 | 222～256 |")
+    assert unanchored_amount("卡蒂姆一亩地栽好多棵合适？", table, tok, stats) == ""
+    assert unanchored_amount("瑰夏一亩地栽好多棵合适？", table, tok, stats) == "具体数字"
+    assert "| 卡蒂姆、萨奇姆等矮秆紧凑型 | 单干 | 1.8 m | 1.0 m | 370 株 |" in _with_column_units(table[0].chunk.text)
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
