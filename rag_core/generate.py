@@ -261,6 +261,10 @@ def extractive_answer(
     candidates = [c for c in candidates if c.hit_rank in allowed]
     chosen: list[_Sentence] = []
     used = 0
+
+    def row(c: _Sentence) -> bool:
+        return hits[c.hit_rank].chunk.text.startswith("|", c.start)
+
     sources: list[int] = []
     if lead:  # every passage the answer leads with shows its best sentence, whatever the others score
         for rank in allowed:
@@ -275,8 +279,8 @@ def extractive_answer(
             break
         if c.hit_rank not in sources and len(sources) >= max_sources:
             continue
-        if any(_similar(c.text, o.text) for o in chosen):
-            continue
+        if any(_similar(c.text, o.text) and not (c.hit_rank == o.hit_rank and row(c) and row(o)) for o in chosen):
+            continue  # a repeat; the rows of one table share their words, not their figures
         if used and used + len(c.text) > budget * 1.3:
             continue
         chosen.append(c)
@@ -312,7 +316,10 @@ def extractive_answer(
     lines = []
     for rank in sources:
         group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)
-        body = "".join(_end_sentence(c.text) for c in group)
+        text = hits[rank].chunk.text
+        # a table's rows read one to a line, as on the page; prose runs on
+        body = "".join(("\n" if i and text.startswith("|", c.start) else "") + _end_sentence(c.text)
+                       for i, c in enumerate(group))
         lines.append(f"{body}[{hits[rank].chunk.id}]")
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""

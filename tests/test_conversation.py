@@ -201,6 +201,20 @@ def test_a_table_row_shows_each_figure_with_its_column(sample_engine):
     assert "40–50" not in text and "壮果肥" in text, text
 
 
+def test_the_rows_of_one_table_are_no_repeats_and_read_one_to_a_line(sample_engine):
+    """The spacing table's rows share their words and differ in their figures: each is an answer (单干 370 株, 肥地
+    278～309 株), not a repeat of the first, and each reads on a line of its own, as on the page."""
+    from rag_core.generate import extractive_answer
+
+    table = ("| 品种类型 | 整形方式 | 行距（m） | 株距（m） | 每亩株数（约） |\n|---|---|---|---|---|\n"
+             "| 卡蒂姆、萨奇姆等矮秆紧凑型 | 单干 | 1.8 | 1.0 | 370 |\n"
+             "| 卡蒂姆、萨奇姆等矮秆紧凑型 | 单干（肥地） | 1.8～2.0 | 1.2 | 278～309 |\n")
+    hit = Hit(Chunk("5" * 8, 33, "establishment_regulation.txt", "建园", "9 种植密度与株行距 › 9.2 推荐株行距", table, 0, 200), 1.0)
+    text, cited = extractive_answer("卡蒂姆一亩地栽好多棵合适？", [hit], sample_engine.tokenizer, lead=1)
+    assert cited == [hit.chunk.id]
+    assert "每亩株数（约） 370。\n卡蒂姆、萨奇姆等矮秆紧凑型：整形方式 单干（肥地）" in text, text
+
+
 def test_what_to_spray_is_answered_by_a_product_with_its_dose_not_by_a_chemical_control_heading(sample_engine):
     """The ranker's first passage sits under 化学防治 but only says to alternate classes of drugs: the answer to 用什么药
     needs the sentence naming a product with its dose, from the next passage, cited on its own."""
