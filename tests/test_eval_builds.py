@@ -31,3 +31,25 @@ def test_an_eval_build_without_e5_vectors_is_rebuilt_once_e5_is_on(tmp_path):
     # and a current one is reused
     third = Layout(EngineFactory(on, tmp_path / "eval").index_config(embedder, "configured").data_dir).current_dir()
     assert third == second
+
+
+def test_an_eval_build_of_another_knowledge_base_is_rebuilt(tmp_path):
+    """A file changed in kb/ since the eval's build (or the ranker's code, resources or training sets) makes it stale:
+    the eval builds again, so its figures are those of what `make run` serves; an unchanged one is reused."""
+    kb = tmp_path / "kb"
+    _write_kb(kb)
+    cfg = offline_config(tmp_path / "data", kb_dir=kb, chunking={"method": "sliding"},
+                         retrieval={"ranker_pseudo_queries": 20, "ranker_encoder": "off"})
+    factory = EngineFactory(cfg, tmp_path / "eval")
+    embedder, _ = factory.embedder("fallback")
+
+    def current():
+        return Layout(EngineFactory(cfg, tmp_path / "eval").index_config(embedder, "configured").data_dir).current_dir()
+
+    first = current()
+    assert current() == first
+    doc = sorted(p for p in kb.iterdir() if p.is_file())[0]
+    doc.write_text(doc.read_text(encoding="utf-8") + "\n新增一段：咖啡园每年冬季清园一次。\n", encoding="utf-8")
+    second = current()
+    assert second != first
+    assert current() == second

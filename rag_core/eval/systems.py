@@ -3,22 +3,39 @@ their engines. A system whose model cannot be had here is skipped with the reaso
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config, with_overrides
-from ..index.build import build_index
+from ..index.build import build_index, fingerprint, scan_kb
 from ..index.layout import Layout
 from ..models import Embedder, Reranker, bundled_embedder, load_embedder, load_reranker, resolve_model_path
 from ..pipeline import Engine, Options, make_tokenizer
 from ..rank.encoder import E5_FILE, load_encoder
 from ..rank.model import STATS_FILE
+from ..rank.train import GOLD_DIR, GOLD_FILES, code_files
 from ..retrieve import Channels
 
 log = logging.getLogger(__name__)
 
 LIGHT_RERANKER = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1"  # B4: a lighter multilingual cross-encoder
+SOURCE_FILE = "eval-source.key"  # beside an eval index's builds: the source_key its current build was made from
+
+
+def source_key(cfg: Config, embedder: Embedder, tokenizer) -> str:
+    """What an eval build depends on: the KB's files, the pipeline that cuts and tokenises them (the build's
+    fingerprint), and the learned ranker's inputs (its code, the resources it reads, its training sets and the
+    retrieval settings). A build of another key measures something `make run` no longer serves."""
+    h = hashlib.sha256(fingerprint(cfg, embedder, tokenizer).encode())
+    for path in scan_kb(cfg.kb_dir):
+        h.update(str(path.relative_to(cfg.kb_dir)).encode() + b"\0" + path.read_bytes())
+    for path in [*code_files(), *(GOLD_DIR / name for name in GOLD_FILES)]:
+        h.update(path.name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"-"))
+    h.update(json.dumps([dataclasses.asdict(cfg.retrieval), cfg.history.har_turns], sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -106,10 +123,15 @@ class EngineFactory:
             untrained = cfg.retrieval.learned_ranker and current is not None and not (
                 (current / STATS_FILE).exists()
                 and ((current / E5_FILE).exists() or load_encoder(cfg.retrieval.ranker_encoder) is None))
-            if current is None or untrained:  # an eval build made before the learned ranker or its e5 features:
-                # rebuild (the embedding cache makes it cheap)
+            tokenizer = make_tokenizer(cfg)
+            source = source_key(cfg, embedder, tokenizer)
+            marker = data_dir / SOURCE_FILE
+            stale = current is not None and (not marker.exists() or marker.read_text(encoding="utf-8") != source)
+            if current is None or untrained or stale:  # none yet, one made before the learned ranker or its e5
+                # features, or one of another KB, pipeline or ranker: rebuild (the embedding cache makes it cheap)
                 log.info("building the %s index with %s for evaluation", method, embedder.name)
-                build_index(cfg, embedder, make_tokenizer(cfg), embedding_cache=Layout(self.cfg.data_dir).embedding_cache)
+                build_index(cfg, embedder, tokenizer, embedding_cache=Layout(self.cfg.data_dir).embedding_cache)
+                marker.write_text(source, encoding="utf-8")
             self._indexes[key] = cfg
         return self._indexes[key]
 
