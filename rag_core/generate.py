@@ -188,6 +188,22 @@ LEAD_FLOOR = 0.5  # a second passage led with shows only when its best sentence 
 RANK_DECAY = 0.25  # how much less a sentence of the next-ranked passage counts
 
 
+# A tree's stage of life: a question about bearing trees is not answered by the young trees' rates beside them in the
+# same passage (定植第 1 年的咖啡幼树…每次每株用尿素约 10 g), nor the other way round.
+_STAGES = (re.compile(r"幼树|幼龄|小苗|幼苗|苗期|定植第\s*[1１一]\s*年|定植当年|新植"),
+           re.compile(r"成龄|结果树|成年树|挂果的树"))
+
+
+def _other_stage(question: str) -> Callable[[str], bool]:
+    """A test of sentences: True for one about the stage of life the question does not ask (the question naming one
+    stage only); never True when the question names none or both."""
+    named = [bool(stage.search(question)) for stage in _STAGES]
+    if sum(named) != 1:
+        return lambda sentence: False
+    asked, other = (_STAGES[0], _STAGES[1]) if named[0] else (_STAGES[1], _STAGES[0])
+    return lambda sentence: bool(other.search(sentence)) and not asked.search(sentence)
+
+
 def intent_bonus(question: str, heading: str) -> float:
     return sum(INTENT_WEIGHT for asks, answers in INTENTS if asks.search(question) and answers.search(heading))
 
@@ -214,6 +230,7 @@ def extractive_answer(
     Returns (text, cited ids)."""
     terms = query_terms(question, tokenizer, context)
     asked_kinds = asked_intents(question)
+    other_stage = _other_stage(question)
     candidates: list[_Sentence] = []
     for rank, hit in enumerate(hits):
         text = hit.chunk.text
@@ -232,7 +249,7 @@ def extractive_answer(
                 sent, table_header = _table_row(sent, table_header)
             else:
                 table_header = None
-            if len(sent) < 4 or _is_heading(sent, hit.chunk.section) or _CAPTION.match(sent):
+            if len(sent) < 4 or _is_heading(sent, hit.chunk.section) or _CAPTION.match(sent) or other_stage(sent):
                 continue
             if _is_question_line(sent):
                 asked = sent

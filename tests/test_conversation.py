@@ -215,6 +215,22 @@ def test_the_rows_of_one_table_are_no_repeats_and_read_one_to_a_line(sample_engi
     assert "每亩株数（约） 370。\n卡蒂姆、萨奇姆等矮秆紧凑型：整形方式 单干（肥地）" in text, text
 
 
+def test_a_question_about_bearing_trees_is_not_answered_with_the_young_trees_rates(sample_engine):
+    """The rates passage gives both stages: a question naming one (成龄) gets its sentences, not the other's
+    (定植第 1 年的咖啡幼树…每次每株用尿素约 10 g); a question naming neither, or both, gets whatever answers it."""
+    from rag_core.generate import extractive_answer
+
+    text = ("以单质肥料计，一株年施纯氮约 50 g 的成龄树，全年约需尿素 110 g、过磷酸钙 150 g、氯化钾 90 g。"
+            "定植第 1 年的咖啡幼树，在定植成活后开始追肥，每次每株用尿素约 10 g，雨季内每隔 1–1.5 个月一次。")
+    hit = Hit(Chunk("9" * 8, 28, "fertilization.md", "施肥", "二、不同树龄咖啡树的施肥量", text, 0, 120), 1.0)
+    mature, _ = extractive_answer("成龄咖啡树每株施多少尿素？", [hit], sample_engine.tokenizer, lead=1)
+    assert "110 g" in mature and "幼树" not in mature, mature
+    young, _ = extractive_answer("定植第 1 年的幼树每次每株施多少尿素？", [hit], sample_engine.tokenizer, lead=1)
+    assert "10 g" in young and "成龄树" not in young, young
+    either, _ = extractive_answer("咖啡树每株施多少尿素？", [hit], sample_engine.tokenizer, lead=1)
+    assert "幼树" in either and "成龄树" in either, either
+
+
 def test_what_to_spray_is_answered_by_a_product_with_its_dose_not_by_a_chemical_control_heading(sample_engine):
     """The ranker's first passage sits under 化学防治 but only says to alternate classes of drugs: the answer to 用什么药
     needs the sentence naming a product with its dose, from the next passage, cited on its own."""
