@@ -289,7 +289,9 @@ def _with_column_units(text: str) -> str:
             out.append(m.group(0))
             continue
         if header is None or len(cells) != len(header):
-            header = cells
+            # a table's first row names its columns; a passage that opens inside a table has its rows of figures
+            # first, whose columns are not known
+            header = None if any(_CELL_FIGURE.match(c) for c in cells) else cells
             out.append(m.group(0))
             continue
         units = [_column_unit(name) for name in header]

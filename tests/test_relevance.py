@@ -274,6 +274,9 @@ def test_a_tables_figures_carry_their_columns_units(sample_engine):
     assert unanchored_amount("卡蒂姆一亩地栽好多棵合适？", table, tok, stats) == ""
     assert unanchored_amount("瑰夏一亩地栽好多棵合适？", table, tok, stats) == "具体数字"
     assert "| 卡蒂姆、萨奇姆等矮秆紧凑型 | 单干 | 1.8 m | 1.0 m | 370 株 |" in _with_column_units(table[0].chunk.text)
+    # a passage that opens inside a table: no row names the columns, so no figure is given a unit
+    headless = "| 1 年生 | 10–15 | 每株 5 株 |\n| 2 年生 | 20–30 | 8 |"
+    assert _with_column_units(headless) == headless
 
 
 def test_how_long_is_answered_in_words_too(sample_engine):
