@@ -279,6 +279,13 @@ def test_a_tables_figures_carry_their_columns_units(sample_engine):
     assert _with_column_units(headless) == headless
 
 
+def test_a_count_per_kilogram_is_no_price():
+    """一公斤…好多颗 counts fruit, as 一斤…好多粒 does; 一公斤…好多 alone still asks a price."""
+    counted = _passages("成熟鲜果的单果重多在 1.5–2 g之间，每公斤约 500–650 粒。")
+    assert missing_fact("估产要晓得果子重量，红果一公斤大概有好多颗？", counted) == ""
+    assert missing_fact("红果一公斤能卖好多？", counted) == "价格"
+
+
 def test_how_long_is_answered_in_words_too(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     same_day = _passages("鲜果浮选后应立即脱皮，当天采摘的鲜果应在当天脱皮完毕。")
