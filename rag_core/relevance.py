@@ -407,6 +407,8 @@ _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, n
 # Growers' grammar, not a topic, wherever jieba cuts it: 遭 as the passive (遭虫, 遭灾: "by insects", "hit by a
 # disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, and months (八九月份).
 _GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$")
+# a word jieba cut out of a question word or demonstrative and what follows it (咋个数法 → 咋/个数/法: 个数 is no topic)
+_QUESTION_WORD_TAIL = re.compile(r"[咋哪这那几啥][个样]")
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
 UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is what the question is about
 # the amount of a word (marked \0) asked by a clause ending in a question mark, whose only question word it is: 一年
@@ -422,11 +424,13 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     into single characters (啶/虫/脒, 沃/柑) when the joined characters read like a name and the KB lacks them."""
     tagged = tokenizer.tagged(question)
     out = []
+    at = 0
     for word, flag in tagged:
+        at += len(word)
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
                 or word in tokenizer.stopwords:
             continue
-        if stats.known(word) or _GRAMMAR.search(word):
+        if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]):
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):

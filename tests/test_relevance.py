@@ -286,6 +286,13 @@ def test_a_count_per_kilogram_is_no_price():
     assert missing_fact("红果一公斤能卖好多？", counted) == "价格"
 
 
+def test_a_question_words_tail_is_no_topic(sample_engine):
+    """jieba cuts 咋个数 as 咋/个数: 个数 is the tail of the question word 咋个, not a word the question is about."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert "个数" not in unknown_words("收购点嫌我家果子青的多，自己咋个数一下熟果占好多？", tok, stats)
+    assert unknown_focus("收购点嫌我家果子青的多，自己咋个数一下熟果占好多？", tok, stats) == ""
+
+
 def test_how_long_is_answered_in_words_too(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     same_day = _passages("鲜果浮选后应立即脱皮，当天采摘的鲜果应在当天脱皮完毕。")
