@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from .lexical import WHAT_TO_DO, Tokenizer
 from .records import Chunk, Hit, Turn
-from .sentences import FULL_STOP, sentence_spans
+from .sentences import FULL_STOP, TABLE_RULE, sentence_spans
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,6 @@ class _Sentence:
 
 
 _QUESTION_LINE = re.compile(r"^(?:问|Q|提问)\s*[：:]|[？?]$")
-_TABLE_RULE = re.compile(r"^[\s|:：\-—]+$")
 _CAPTION = re.compile(r"^(?:表|图)\s*\d+(?:\s*[-–—.．]\s*\d+)*\s")  # "表 10-2 咖啡霜冻受害分级与恢复措施": names a table
 
 
@@ -92,7 +91,7 @@ def _table_row(row: str, header: list[str] | None) -> tuple[str, list[str] | Non
     row of figures with each column's name ("成龄结果树（中等产量）：年施纯氮 N（g/株） 40–50；…；施肥位置 树冠滴水线").
     The first row of a table is its header (returned, not shown); rule rows vanish. A passage that opens inside a
     table has no header: figures without their columns would say nothing, so its rows of figures are left out."""
-    if _TABLE_RULE.match(row):
+    if TABLE_RULE.match(row):
         return "", header
     cells = [c.strip() for c in row.strip().strip("|").split("|") if c.strip()]
     if header is None:
@@ -333,10 +332,8 @@ def extractive_answer(
     lines = []
     for rank in sources:
         group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)
-        text = hits[rank].chunk.text
         # a table's rows read one to a line, as on the page; prose runs on
-        body = "".join(("\n" if i and text.startswith("|", c.start) else "") + _end_sentence(c.text)
-                       for i, c in enumerate(group))
+        body = "".join(("\n" if i and row(c) else "") + _end_sentence(c.text) for i, c in enumerate(group))
         lines.append(f"{body}[{hits[rank].chunk.id}]")
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""

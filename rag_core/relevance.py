@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 from .history import topic_strength
 from .lexical import Tokenizer
 from .records import Hit
-from .sentences import sentence_spans
+from .sentences import TABLE_RULE, sentence_spans
 from .termstats import TermStats
 
 MIN_COVERAGE = 0.12
@@ -232,16 +232,15 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
                if any(f in evidence for f in forms)]
     clauses = _clauses(question)
-
-    def named_in(own: str) -> list[str]:
-        # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is
-        # what the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may
-        # call otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
-        return [term for term in tokenizer.entities(own) if stats.share(term) <= ANCHOR_SHARE
-                and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
-
+    own = {ask: next((c for c in clauses if ask in c), question) for ask in asked}  # each ask's own clause
+    # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is what
+    # the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may call
+    # otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
+    named = {ask: [term for term in tokenizer.entities(clause) if stats.share(term) <= ANCHOR_SHARE
+                   and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
+             for ask, clause in own.items()}
     if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent
-        return 0.0 if any(named_in(next((c for c in clauses if a in c), question)) for a in asked) else 1.0
+        return 0.0 if any(named.values()) else 1.0
     total = sum(weight for _, _, weight in anchors)
     windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
     for h in hits:
@@ -254,12 +253,10 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
                     for i, s in enumerate(sentences)]
 
     def share(ask: str, around: str, paragraph: str) -> float:
-        own = next((c for c in clauses if ask in c), question)
-        named = named_in(own)
-        if named and not any(term in around for term in named):
+        if named[ask] and not any(term in around for term in named[ask]):
             return 0.0
         return sum(w for word, forms, w in anchors
-                   if any(f in around or word not in own and f in paragraph for f in forms)) / total
+                   if any(f in around or word not in own[ask] and f in paragraph for f in forms)) / total
 
     return min(max((share(ask, around, paragraph) for sentence, around, paragraph in windows
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
@@ -285,7 +282,7 @@ def _with_column_units(text: str) -> str:
             header = None
         out.append(text[last:m.start()])
         last = m.end()
-        if all(set(c) <= set("-: ") for c in cells):  # a rule row
+        if TABLE_RULE.match(m.group(0)):
             out.append(m.group(0))
             continue
         if header is None or len(cells) != len(header):

@@ -6,6 +6,7 @@ import re
 SENTENCE_END = "。！？；!?;"
 FULL_STOP = "。！？!?"  # sentences a reader would quote whole (no break at semicolons)
 CLAUSE_END = "，、,："
+TABLE_RULE = re.compile(r"^[\s|:：\-—]+$")  # a Markdown table's rule row (|---|:---:|), which holds nothing
 
 # A cut may not fall inside these: citation-like tokens, and numbers with their units or ranges.
 _PROTECTED = re.compile(

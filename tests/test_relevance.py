@@ -198,17 +198,12 @@ def test_which_chemical_must_stand_beside_what_it_is_asked_for(sample_engine):
     # spraying, or the pesticides one has, asks for no chemical: "打药得不得", "剩下的农药咋个放"
     for asks_none in ("大中午太阳辣得很，这个时候打药得不得？", "剩下的农药拿饮料瓶分装起放着行不行？"):
         assert unanchored_remedy(asks_none, near_miss, tok, stats) == ""
-
-
-def test_a_share_is_no_chemical_unless_a_name_follows_it(sample_engine):
-    """A percentage names a chemical when a product's name follows it (77% 氢氧化铜, 2% 春雷霉素); a share of shade or
-    of leaves (荫蔽度保持 30%–40%) names none, however close it stands to the words of a question about another crop."""
-    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    question = "给咖啡遮阴的香蕉遭了枯萎病，叶子黄了，这个香蕉咋个医？打哪样药？"
+    # a percentage names a chemical when a product's name follows it (50% 多菌灵); a share of shade (荫蔽度保持
+    # 30%–40%) names none, however close it stands to the words of a question about another crop
+    shaded = "给咖啡遮阴的香蕉遭了枯萎病，叶子黄了，这个香蕉咋个医？打哪样药？"
     shade = _passages("合理荫蔽：成龄园荫蔽度保持 30%–40%。无荫蔽园地先种山毛豆、木豆、香蕉等临时荫蔽树，叶子不易发病。")
-    assert unanchored_remedy(question, shade, tok, stats) == "防治药剂"
-    named = _passages("香蕉枯萎病发病初期，叶子发黄时用 50% 多菌灵灌根。")
-    assert unanchored_remedy(question, named, tok, stats) == ""
+    assert unanchored_remedy(shaded, shade, tok, stats) == "防治药剂"
+    assert unanchored_remedy(shaded, _passages("香蕉枯萎病发病初期，叶子发黄时用 50% 多菌灵灌根。"), tok, stats) == ""
 
 
 def test_an_amount_is_stated_of_what_the_asking_clause_names(sample_engine):
