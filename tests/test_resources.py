@@ -242,3 +242,15 @@ def test_months_in_chinese_numerals_meet_the_knowledge_bases_arabic_months():
     # numerals that are not a month stay words: 统一, 一次, 十几个月
     assert tok.words("统一施一次肥") == ["统一", "施", "一次", "肥"]
     assert "10" not in tok.words("十几个月")
+
+
+def test_planting_density_as_growers_ask_it_searches_the_spacing_sections():
+    """一亩栽好多棵 asks the planting density; 土办法 is a simple method, not an unknown topic."""
+    from rag_core.lexical import Tokenizer
+
+    tok = Tokenizer()
+    for question in ("卡蒂姆一亩地栽好多棵合适？", "萨奇姆一亩栽好多棵？", "还有，卡蒂姆一亩种好多棵合适？"):
+        tokens = tok.query_tokens(question)
+        assert "种植密度" in tokens or {"种植", "密度"} <= set(tokens), question
+        assert "株行距" in tokens, question
+    assert "方法" in tok.query_tokens("有没有哪样土办法试一哈？")
