@@ -40,7 +40,7 @@ _SCOPE = re.compile(
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|病|菌|液|灵)")
-_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭")  # 啥子病, 遭病: grammar
+_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟")  # 啥子病, 遭病, 查一回病虫: grammar
 
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
@@ -50,9 +50,11 @@ _ASK_HOW_MUCH = r"(?:多少|好多|几个|几|啥|什么|哪样)"
 _PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|保险|贷款|费用|收购价|卖价|市价|收入|利润)"
 _IN_CLAUSE = r"[^，,。？?；;！!]*?"
 # the date a season or the weather arrives (哪天来, 几号下霜, 什么时候开始下雨; not 什么时候下肥, which is work)
-_DATE_ASK = r"(?:哪天|哪一天|几号|几时|啥时候|啥时|什么时候)"
+_DATE_ASK = r"(?:哪天|哪一天|几号|几时|啥时候|啥时|什么时候|好久(?=[^，,。？?]{0,2}?(?:来|到|下|开始|结束)))"  # 好久来: when
 _ARRIVES = _DATE_ASK + r"[^，,。？?]{0,3}?(?:来|到|下(?![肥药种苗])|停|开始|结束|过去)"
-_WILL_IT = (r"(?:会|有没有|下不下|冷不冷|来不来|预报|早来|晚来|来得早|来得晚|早还是晚|早不早|晚不晚|多不多|大不大|重不重|"
+# (早来, 来得晚 and 预报 ask only in a clause that asks: 今年雨水来得晚，新苗还栽不栽 tells, then asks about planting)
+_WILL_IT = (r"(?:会|有没有|有没得|下不下|冷不冷|来不来|早还是晚|早不早|晚不晚|迟不迟|多不多|大不大|重不重|"
+            r"(?:预报|早来|晚来|迟来|来得早|来得晚|来得迟|推迟|提前)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))|"
             + _ARRIVES + ")")
 # a named coming day or week: whatever weather or market it is asked with is a forecast (下礼拜降温厉害不)
 _COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一两天|过几天|过两天|这周|下周|这个?星期|这个?礼拜|下个?星期|下个?礼拜)"
@@ -145,7 +147,8 @@ _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length"
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
-          "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d"}
+          "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
+          "ph": ""}
 _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
 # the number before a unit, where a kind reads it otherwise: 一个 is an article, not a count of things; generations
 # may be many (一年可繁殖多代 answers 一年几代)
@@ -157,15 +160,18 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               **dict.fromkeys(("天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟"), "days"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
-              "代": "generations", "个": "items", "倍": "ratio", "成": "ratio"}
+              "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets"}
 _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(多长时间|多久|好久)"
-                         r"|(?:啥子?|什么|哪样|多少)\s*(比例)|(百分之几)")
-_FIGURES = {kind: re.compile(_NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
+                         r"|(?:啥子?|什么|哪样|多少|好多)\s*(比例)|(百分之几)"
+                         r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)")  # pH 降到好多: a pH figure
+_NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
+_FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
+_FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
@@ -177,7 +183,8 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
     heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
     evidence uses (IDF-weighted; a growers' word counts through the synonym table's KB words); "" otherwise."""
-    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) else _UNIT_KIND[m.group(1)])
+    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) else "ph" if m.group(5)
+             else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 counts its subject ("几棵咖啡树长得矮小": a few trees); 几年能结果 asks
             if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
@@ -206,7 +213,7 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
 
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
 # beside what the question asks it of; 几号 alone is mostly a date.
-_ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
+_ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪个号|哪一个号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
 _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5
 
 
@@ -236,9 +243,16 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is what
     # the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may call
     # otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
-    named = {ask: [term for term in tokenizer.entities(clause) if stats.share(term) <= ANCHOR_SHARE
-                   and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
-             for ask, clause in own.items()}
+    def names(text: str) -> list[str]:
+        return [term for term in tokenizer.entities(text) if stats.share(term) <= ANCHOR_SHARE
+                and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
+
+    named = {ask: names(clause) for ask, clause in own.items()}
+    # a name another clause of the ask's sentence gives (戊唑醇打了以后，要隔几天才能摘) says what the figure is of
+    # too: it must stand in the figure's paragraph (not one an earlier sentence gives: 试种瑰夏，整好多面积？要看几年？)
+    sentences = [s for s in re.split(r"(?<=[。？?！!])", question) if s]
+    named_elsewhere = {ask: [t for t in names(next((s for s in sentences if clause in s), question))
+                             if t not in clause and t not in named[ask]] for ask, clause in own.items()}
     if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent
         return 0.0 if any(named.values()) else 1.0
     total = sum(weight for _, _, weight in anchors)
@@ -254,6 +268,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     def share(ask: str, around: str, paragraph: str) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
+            return 0.0
+        if named_elsewhere[ask] and not any(term in around or term in paragraph for term in named_elsewhere[ask]):
             return 0.0
         return sum(w for word, forms, w in anchors
                    if any(f in around or word not in own[ask] and f in paragraph for f in forms)) / total
