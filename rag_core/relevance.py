@@ -615,7 +615,9 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     # joined (沃柑), not a longer word its HMM made by swallowing a neighbour (能见果, 子死树) nor a description (大肉虫)
     named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w) or _ANIMAL.search(w)
              or (_CROP.search(w) or w.endswith("虫")) and (tokenizer.general_frequency(w) > 0 or w not in tokens
-                                                          or len(w) == 2 and _CROP.search(w))]
+                                                          or len(w) == 2 and _CROP.search(w))
+             # a tree or seedling of a word the KB never uses (茶叶树, jieba cutting 茶叶/树): another crop
+             or tokenizer.general_frequency(w) >= MIN_WORD_FREQ and re.search(re.escape(w) + "(?:树|苗)", question)]
     if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
     measured = [w for w in unknown if tokenizer.general_frequency(w) >= MIN_WORD_FREQ  # a word (not 张有病 of 好多张有病)

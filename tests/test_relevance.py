@@ -434,3 +434,11 @@ def test_a_name_in_the_asking_sentence_must_stand_in_the_figures_paragraph(sampl
     assert unanchored_amount(question, stated, tok, stats) == ""
     scene = _passages("引进新品种先小面积试种，连续观察 3 年以上，表现稳定再扩大种植。")
     assert unanchored_amount("想拿点地试种瑰夏。要观察几年才敢扩大种植？", scene, tok, stats) == ""
+
+
+def test_a_tree_of_a_word_the_kb_never_uses_is_another_crop(sample_engine):
+    """jieba cuts 茶叶树 as 茶叶/树: the tree of a word the KB never uses is a crop it does not teach, whatever the
+    question asks of it; a tree of the KB's own words (老树) is coffee."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("地埂上的茶叶树要施哪样肥？", tok, stats) == "茶叶"
+    assert unknown_focus("老树遭冻了，要砍掉几棵树？", tok, stats) == ""
