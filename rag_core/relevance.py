@@ -226,6 +226,28 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     return "具体编号" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_CODE]) < MIN_AMOUNT_SUPPORT else ""
 
 
+# "锰含量好多算正常", "铜、锰正常该是好多": a nutrient's content, which the evidence must state for that element (锌约
+# 10–30 mg/kg); not the element inside a compound (代森锰锌, 硫酸铜 1 公斤, 氢氧化铜 77%). The element is itself what
+# the figure is of: no other word need stand beside it.
+_ELEMENT = "[氮磷钾钙镁硫铁锰锌铜硼钼]"
+_IN_COMPOUND = r"(?<![酸化亚氯氧代森·])"
+_ASKED_ELEMENT = re.compile(_IN_COMPOUND + "(" + _ELEMENT + r")(?![肥料素])(?=[^，,。？?]{0,10}?(?:好多|多少|几))")
+_CONTENT_CONTEXT = re.compile(r"含量|正常|范围|偏低|偏高|化验|检测|测出|标准")
+
+
+def unstated_element(question: str, hits: Sequence[Hit]) -> str:
+    """"元素含量" when the question asks the content of a nutrient element (in a question about a test, a content or
+    a normal range) and the evidence states no figure for one of the elements asked; "" otherwise."""
+    if not hits or not _CONTENT_CONTEXT.search(question):
+        return ""
+    evidence = "".join(h.chunk.text for h in hits)
+    for element in dict.fromkeys(m.group(1) for m in _ASKED_ELEMENT.finditer(question)):
+        stated = _IN_COMPOUND + element + r"\s*(?:[A-Z][a-z]?\s*)?(?:[（(][^）)]{0,8}[）)])?\s*(?:含量)?(?:约|为|在|低于|高于|不低于)?\s*\d"
+        if not re.search(stated, evidence):
+            return "元素含量"
+    return ""
+
+
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
              figures: Sequence[re.Pattern]) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
@@ -644,5 +666,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
-                   or unanchored_code(asked, hits, tokenizer, stats) if stats and asked == question else ""))
+                   or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
+                   if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

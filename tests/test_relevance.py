@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care, unanchored_amount, unanchored_code,
-                                unanchored_remedy, unknown_focus, unknown_latin_name, unknown_topic, unknown_words)
+from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
+                                unanchored_amount, unanchored_code, unanchored_remedy, unknown_focus, unknown_latin_name,
+                                unknown_topic, unknown_words, unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -442,3 +443,15 @@ def test_a_tree_of_a_word_the_kb_never_uses_is_another_crop(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert unknown_focus("地埂上的茶叶树要施哪样肥？", tok, stats) == "茶叶"
     assert unknown_focus("老树遭冻了，要砍掉几棵树？", tok, stats) == ""
+
+
+def test_a_nutrients_content_must_be_stated_for_that_element():
+    """叶片锰好多算正常: the leaf ranges give N to Fe, not Mn, and 代森锰锌 600–800 倍 or 氢氧化铜 77% state no
+    content of the element inside them; 锌约 10–30 mg/kg answers zinc. How much fertiliser to give is no content."""
+    ranges = _passages("叶片养分的常用参考范围：氮 2.5%–3.0%，镁 0.25%–0.40%，锌约 10–30 mg/kg，硼约 40–80 mg/kg。",
+                       "褐眼斑病可用铜制剂或 80% 代森锰锌 600–800 倍，或 77% 氢氧化铜可湿性粉剂 500–800 倍液。")
+    assert unstated_element("叶片送去化验，锰含量好多算正常？", ranges) == "元素含量"
+    assert unstated_element("叶子化验单上铜、锰正常该是好多？", ranges) == "元素含量"
+    assert unstated_element("叶片送去化验，锌和硼含量好多算正常？", ranges) == ""
+    assert unstated_element("叶片化验镁好多算偏低？", ranges) == ""
+    assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
