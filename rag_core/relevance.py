@@ -288,15 +288,19 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
                      h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
                     for i, s in enumerate(sentences)]
 
-    def share(ask: str, around: str, paragraph: str) -> float:
+    def share(ask: str, sentence: str, around: str, paragraph: str) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
             return 0.0
-        if named_elsewhere[ask] and not any(term in around or term in paragraph for term in named_elsewhere[ask]):
+        if named_elsewhere[ask] and not all(term in around for term in named_elsewhere[ask]) and (
+                # each in the paragraph at least, and there not beside a figure of another name (卡蒂姆以 CIFC 7963 等
+                # 品系为主 gives Catimor's line, not Sarchimor's)
+                not all(term in paragraph for term in named_elsewhere[ask])
+                or any(term not in question for term in names(sentence) if term in tokenizer.names)):
             return 0.0
         return sum(w for word, forms, w in anchors
                    if any(f in around or word not in own[ask] and f in paragraph for f in forms)) / total
 
-    return min(max((share(ask, around, paragraph) for sentence, around, paragraph in windows
+    return min(max((share(ask, sentence, around, paragraph) for sentence, around, paragraph in windows
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
 
 

@@ -455,3 +455,16 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     assert unstated_element("叶片送去化验，锌和硼含量好多算正常？", ranges) == ""
     assert unstated_element("叶片化验镁好多算偏低？", ranges) == ""
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
+
+
+def test_a_figure_beside_another_name_is_not_the_asked_ones(sample_engine):
+    """萨奇姆有好几个品系，推荐哪个编号: CIFC 7963 is stated beside 卡蒂姆, in a passage that names 萨奇姆 further on;
+    every name the asking sentence gives must stand with the figure's paragraph, and that figure must not be another
+    name's."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "萨奇姆有好几个品系，具体推荐种哪个编号的？"
+    catimor = _passages("四、品种结构\n云南咖啡的品种结构高度单一。卡蒂姆（Catimor，以CIFC 7963等品系为主）占种植面积的80%以上。"
+                        "但卡蒂姆在部分地区抗锈性已经减退。\n铁皮卡、波旁等传统品种杯品质量好。萨奇姆作为抗锈病的替代品种正在推广。")
+    assert unanchored_code(question, catimor, tok, stats) == "具体编号"
+    stated = _passages("萨奇姆在云南推广的品系以 T5296 为主，表现稳定。")
+    assert unanchored_code(question, stated, tok, stats) == ""
