@@ -226,6 +226,37 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     return "具体编号" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_CODE]) < MIN_AMOUNT_SUPPORT else ""
 
 
+# "哪几个县已经发现了": which counties, prefectures or townships, which the evidence must name beside what the question
+# asks it of; not 哪些地方 (which spots: 低洼地、风口), a kind of place the manual describes.
+_ASKED_PLACE = re.compile(r"哪(?:几|一)?个(?:县|州|市|乡|镇|地州)|哪些(?:县|州|市|乡|镇|地州)")
+_PLACE_SUFFIX = re.compile(r"[\u4e00-\u9fff]{2,4}(?:县|州|市|乡|镇)(?![\u4e00-\u9fff]{0,1}(?:级|场|民|面|政))")
+
+
+class _PlacesNamed:
+    """A sentence names places: one with an administrative suffix (孟连县), or two places jieba tags (普洱、临沧),
+    other than the asker's own and the province every passage is about (one tag alone may be a mistake: 亚科)."""
+
+    def __init__(self, question: str, tokenizer: Tokenizer, stats: TermStats):
+        self.question, self.tokenizer, self.stats = question, tokenizer, stats
+
+    def search(self, sentence: str) -> bool:
+        if any(m.group(0) not in self.question for m in _PLACE_SUFFIX.finditer(sentence)):
+            return True
+        places = {w for w, flag in self.tokenizer.tagged(sentence) if flag == "ns" and len(w) >= 2
+                  and w not in self.question and self.stats.share(w) <= ANCHOR_SHARE}
+        return len(places) >= 2
+
+
+def unanchored_place(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体地名" when the question asks which administrative places and no sentence of the evidence names them
+    beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise."""
+    ask = _ASKED_PLACE.search(question)
+    if not ask or not hits:
+        return ""
+    named = _PlacesNamed(question, tokenizer, stats)
+    return "具体地名" if _support(question, hits, tokenizer, stats, [ask.group(0)], [named]) < MIN_AMOUNT_SUPPORT else ""
+
+
 # "锰含量好多算正常", "铜、锰正常该是好多": a nutrient's content, which the evidence must state for that element (锌约
 # 10–30 mg/kg); not the element inside a compound (代森锰锌, 硫酸铜 1 公斤, 氢氧化铜 77%). The element is itself what
 # the figure is of: no other word need stand beside it.
@@ -249,7 +280,7 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
-             figures: Sequence[re.Pattern]) -> float:
+             figures: Sequence[re.Pattern | _PlacesNamed]) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
     a sentence matching it has beside it; the smallest of these (every figure asked must be stated), or 1.0 when the
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
@@ -671,5 +702,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
+                   or unanchored_place(asked, hits, tokenizer, stats)
                    if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

@@ -7,8 +7,8 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
-                                unanchored_amount, unanchored_code, unanchored_remedy, unknown_focus, unknown_latin_name,
-                                unknown_topic, unknown_words, unstated_element)
+                                unanchored_amount, unanchored_code, unanchored_place, unanchored_remedy, unknown_focus,
+                                unknown_latin_name, unknown_topic, unknown_words, unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -468,3 +468,14 @@ def test_a_figure_beside_another_name_is_not_the_asked_ones(sample_engine):
     assert unanchored_code(question, catimor, tok, stats) == "具体编号"
     stated = _passages("萨奇姆在云南推广的品系以 T5296 为主，表现稳定。")
     assert unanchored_code(question, stated, tok, stats) == ""
+
+
+def test_which_counties_must_be_named_beside_what_is_asked(sample_engine):
+    """哪几个县发现了果小蠹: a passage on the beetle that names no place (a genus jieba tags as one, 小蠹亚科, is none)
+    does not say where; one that lists the prefectures answers where coffee grows."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    beetle = _passages("咖啡果小蠹属鞘翅目象甲科小蠹亚科，是检疫性害虫，一旦发现疑似咖啡果小蠹，应采集样品送当地植保植检机构鉴定。")
+    assert unanchored_place("咖啡果小蠹现在哪几个县已经发现了？", beetle, tok, stats) == "具体地名"
+    grown = _passages("云南小粒咖啡主要种植在普洱、临沧、保山、德宏和西双版纳等州市。")
+    assert unanchored_place("云南咖啡主要种在哪几个州市？", grown, tok, stats) == ""
+    assert unanchored_place("冰雹一般打哪些地方？", beetle, tok, stats) == ""  # spots, not counties: no such ask
