@@ -479,3 +479,10 @@ def test_which_counties_must_be_named_beside_what_is_asked(sample_engine):
     grown = _passages("云南小粒咖啡主要种植在普洱、临沧、保山、德宏和西双版纳等州市。")
     assert unanchored_place("云南咖啡主要种在哪几个州市？", grown, tok, stats) == ""
     assert unanchored_place("冰雹一般打哪些地方？", beetle, tok, stats) == ""  # spots, not counties: no such ask
+
+
+def test_dialect_locatives_are_no_topic(sample_engine):
+    """高头 (Yunnan: up there, on top), 里头, 上头 say where, like 这边: no word the KB lacks that the question is about."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("我那块地在1600米高头，温度大概好多？", tok, stats) == ""
+    assert "里头" not in unknown_words("沤肥堆里头要烫到好多度？", tok, stats)
