@@ -40,13 +40,14 @@ _SCOPE = re.compile(
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|病|菌|液|灵)")
-_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟")  # 啥子病, 遭病, 查一回病虫: grammar
+_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看")  # 啥子病, 遭病, 查一回病虫, 查病虫: grammar
 
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
 # but holds no such fact (a price, a forecast, a brand, an office) does not answer the question: the near miss.
 # The asks are the ways Chinese asks for that kind of fact (多少钱, 几个钱, 啥价 …), not the topics of any question set.
-_ASK_HOW_MUCH = r"(?:多少|好多|几个|几|啥|什么|哪样)"
+_NOT_NEGATED = r"(?<!没)(?<!没得)(?<!没有)"  # 没得好多钱: not much money, no ask
+_ASK_HOW_MUCH = _NOT_NEGATED + r"(?:多少|好多|几个|几|啥|什么|哪样)"
 _PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|保险|贷款|费用|收购价|卖价|市价|收入|利润)"
 _IN_CLAUSE = r"[^，,。？?；;！!]*?"
 # the date a season or the weather arrives (哪天来, 几号下霜, 什么时候开始下雨; not 什么时候下肥, which is work)
@@ -68,8 +69,11 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
                       r"|[\d一二三四五六七八九十百千万两]\s*(?:块钱|毛钱|元(?!素)|块(?=[不吗没呢每]|一[斤公])|毛(?=[不吗没呢每]|一[斤公]))"
                       r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
-                      r"|(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
-                      r"|(?:多少|好多|几)\s*(?:毛|角|分钱)|卖钱|赚钱|挣钱|值钱"
+                      r"|" + _NOT_NEGATED + r"(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
+                      r"|(?:多少|好多|几)\s*(?:毛|角|分钱)"
+                      # 值钱 asks only in a clause that asks (值不值钱, 赚钱不): 瑰夏那么值钱，能不能大片种 tells, then asks
+                      r"|(?:卖钱|赚钱|挣钱|值钱|值不值钱|赚不赚钱)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))"
+                      r"|(?:能不能|能否|会不会)[^，,。？?]{0,4}?(?:卖钱|赚钱|挣钱|值钱)"
                       r"|一\s*(?:斤|公斤|kg|吨)[^，,。？?\d]{0,4}?(?:多少|好多|几个|几块|几毛)(?!倍|次|天|两|斤|公斤|kg|g|克|个|粒|颗|只|条|根|株|棵)"
                       r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱)"),

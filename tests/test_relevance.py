@@ -486,3 +486,14 @@ def test_dialect_locatives_are_no_topic(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert unknown_focus("我那块地在1600米高头，温度大概好多？", tok, stats) == ""
     assert "里头" not in unknown_words("沤肥堆里头要烫到好多度？", tok, stats)
+
+
+def test_money_told_or_denied_is_no_money_ask(hits, sample_engine):
+    """那么值钱 tells, 值钱不 asks; 没得好多钱 says there is little money, it asks no sum."""
+    assert missing_fact("铁皮卡那么值钱，我们这边能不能多种点？", hits) != "价格"
+    assert missing_fact("现在种铁皮卡值钱不？", hits) == "价格"
+    assert missing_fact("种咖啡能不能赚钱？", hits) == "价格"
+    assert missing_fact("家头没得好多钱买肥，先保哪几棵树？", hits) != "价格"
+    assert missing_fact("请人摘一天要好多钱？", hits) == "价格"
+    text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
+    assert unknown_topic("上面发的查病虫记录表要填些啥？", text, synonyms) == ""
