@@ -310,6 +310,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     sentences = [s for s in re.split(r"(?<=[。？?！!])", question) if s]
     named_elsewhere = {ask: [t for t in names(next((s for s in sentences if clause in s), question))
                              if t not in clause and t not in named[ask]] for ask, clause in own.items()}
+    chemicals = [t for t in names(question) if _CHEMISTRY.search(t)]
     if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent
         return 0.0 if any(named.values()) else 1.0
     total = sum(weight for _, _, weight in anchors)
@@ -325,6 +326,9 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     def share(ask: str, sentence: str, around: str, paragraph: str) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
+            return 0.0
+        # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose
+        if chemicals and not any(c in sentence for c in chemicals) and _REMEDY.search(sentence):
             return 0.0
         if named_elsewhere[ask] and not all(term in around for term in named_elsewhere[ask]) and (
                 # each in the paragraph at least, and there not beside a figure of another name (卡蒂姆以 CIFC 7963 等

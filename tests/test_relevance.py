@@ -497,3 +497,15 @@ def test_money_told_or_denied_is_no_money_ask(hits, sample_engine):
     assert missing_fact("请人摘一天要好多钱？", hits) == "价格"
     text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
     assert unknown_topic("上面发的查病虫记录表要填些啥？", text, synonyms) == ""
+
+
+def test_a_dose_stated_with_another_chemical_is_not_the_asked_ones(sample_engine):
+    """咪鲜胺兑好多倍: 波尔多液's 0.5%–1% in the same control paragraph is Bordeaux mixture's dose; the manual says only
+    to follow the label for prochloraz."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "炭疽病重了想打咪鲜胺，要兑好多倍水才合适？"
+    label = _passages("五、咖啡炭疽病的防治方法\n3. 化学防治：发病初期喷 0.5%–1% 波尔多液保护。病害较重时，可选用咪鲜胺等内吸性药剂，"
+                      "按标签浓度使用。")
+    assert unanchored_amount(question, label, tok, stats) == "具体数字"
+    dosed = _passages("五、咖啡炭疽病的防治方法\n病害较重时，可用 25% 咪鲜胺乳油 1000–1500 倍液喷雾。")
+    assert unanchored_amount(question, dosed, tok, stats) == ""
