@@ -190,9 +190,11 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) else "ph" if m.group(5)
              else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
-            # a clause that opens on 几棵, 几次 counts its subject ("几棵咖啡树长得矮小": a few trees); 几年能结果 asks
+            # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
+            # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask.
             if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
-                    in ("", *_CLAUSE_ENDS))]
+                    in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
+            and not (m.group(0).startswith("几") and "想" in question[max(0, m.start() - 2):m.start()])]
     if not asks or not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]
@@ -563,7 +565,7 @@ _REMEDY = re.compile(_CHEMISTRY.pattern + r"|倍液|剂|波尔多|硫酸铜|铜�
 _CHEMICAL_OR_PEST = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CHEMISTRY.pattern)
 _NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
 # Farm animals (土鸡, 山羊, 鸭子, 黄牛, 蜜蜂 …): one the KB never names is kept beside coffee, not taught by it.
-_ANIMAL = re.compile(r"^.?[鸡鸭鹅猪牛羊兔鱼蜂]子$|^.+[鸡鸭鹅猪牛羊兔鱼蜂]$")
+_ANIMAL = re.compile(r"^.?[鸡鸭鹅猪牛羊兔鱼蜂]子$|^(?![养喂放])..*[鸡鸭鹅猪牛羊兔鱼蜂]$")  # 养鸡: raising, no animal named
 # A Latin-letter name: a model number, a brand, a certification scheme (4C, GAP, UTZ …), when the KB never uses it.
 _LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-]*|[a-z]{2,})(?![a-z0-9])")
 

@@ -509,3 +509,14 @@ def test_a_dose_stated_with_another_chemical_is_not_the_asked_ones(sample_engine
     assert unanchored_amount(question, label, tok, stats) == "具体数字"
     dosed = _passages("五、咖啡炭疽病的防治方法\n病害较重时，可用 25% 咪鲜胺乳油 1000–1500 倍液喷雾。")
     assert unanchored_amount(question, dosed, tok, stats) == ""
+
+
+def test_a_few_wanted_or_standing_beside_is_no_amount_asked(sample_engine):
+    """想整几亩 says what one wants (a few mu), 旁边几棵 counts trees standing there: no amount is asked; 养鸡 is the
+    raising, not an animal the question is about; a 本子 is the KB's 记录."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    nothing = _passages("海拔1800米以上热量不足、霜冻重，不建议种植咖啡。")
+    assert unanchored_amount("我们寨子在1900米的山上，我也想整几亩，得不得？", nothing, tok, stats) == ""
+    assert unanchored_amount("园子头几棵老树嫩叶是红铜色的，旁边几棵又是绿的，咋个认？", nothing, tok, stats) == ""
+    assert unknown_focus("家头养鸡攒了好多鸡粪，一棵咖啡要放好多？", tok, stats) == ""
+    assert unknown_focus("加工的记录本子要留好多年？", tok, stats) == ""
