@@ -232,6 +232,23 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     return "具体编号" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_CODE]) < MIN_AMOUNT_SUPPORT else ""
 
 
+# How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one
+# (寿命, 存活, 可用 with a number) beside what it is asked of; a beetle's months of emergence or a drip line's flow
+# state none.
+_ASKED_LIFESPAN = re.compile(r"能活|活(?:多久|好久|几天|好多天|多少天|几年|好多年|多少年)|寿命|用得了几年|能用几年|管几年"
+                             r"|用(?:好久|多久)(?:就|才)?(?:要)?换|用得了好久")
+_LIFESPAN = re.compile(r"(?:寿命|存活|可活|能活|可用|能用|使用年限|使用寿命|更换)[^。；;]{0,10}?\d")  # 寿命短，2–4 年后
+
+
+def unanchored_lifespan(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体寿命" when the question asks how long a thing lives or lasts and no sentence of the evidence states a
+    lifespan beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise."""
+    ask = _ASKED_LIFESPAN.search(question)
+    if not ask or not hits:
+        return ""
+    return "具体寿命" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_LIFESPAN]) < MIN_AMOUNT_SUPPORT else ""
+
+
 # "哪几个县已经发现了": which counties, prefectures or townships, which the evidence must name beside what the question
 # asks it of; not 哪些地方 (which spots: 低洼地、风口), a kind of place the manual describes.
 _ASKED_PLACE = re.compile(r"哪(?:几|一)?个(?:县|州|市|乡|镇|地州)|哪些(?:县|州|市|乡|镇|地州)")
@@ -712,6 +729,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
-                   or unanchored_place(asked, hits, tokenizer, stats)
+                   or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
                    if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

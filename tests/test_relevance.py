@@ -7,8 +7,8 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
-                                unanchored_amount, unanchored_code, unanchored_place, unanchored_remedy, unknown_focus,
-                                unknown_latin_name, unknown_topic, unknown_words, unstated_element)
+                                unanchored_amount, unanchored_code, unanchored_lifespan, unanchored_place, unanchored_remedy,
+                                unknown_focus, unknown_latin_name, unknown_topic, unknown_words, unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -520,3 +520,15 @@ def test_a_few_wanted_or_standing_beside_is_no_amount_asked(sample_engine):
     assert unanchored_amount("园子头几棵老树嫩叶是红铜色的，旁边几棵又是绿的，咋个认？", nothing, tok, stats) == ""
     assert unknown_focus("家头养鸡攒了好多鸡粪，一棵咖啡要放好多？", tok, stats) == ""
     assert unknown_focus("加工的记录本子要留好多年？", tok, stats) == ""
+
+
+def test_how_long_a_thing_lives_or_lasts_must_be_stated_as_a_lifespan(sample_engine):
+    """成虫能活好多天 is not answered by the months the adults come out, nor 滴灌管用得了几年 by a drip line's flow; 木豆
+    寿命短，2–4 年后需砍除 states how long pigeon pea serves."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    season = _passages("旋皮天牛成虫羽化和产卵主要在 4–6 月，成虫飞出后在树干基部产卵。")
+    assert unanchored_lifespan("天牛成虫从树里头飞出来以后，能活好多天？", season, tok, stats) == "具体寿命"
+    flow = _passages("滴灌管铺设在树冠滴水线附近，每个滴头流量 2–4 L/h，滴灌管要定期冲洗。")
+    assert unanchored_lifespan("滴灌管铺下去以后，一般用得了几年就要换？", flow, tok, stats) == "具体寿命"
+    pea = _passages("木豆生长快，可作临时荫蔽，但寿命短，2–4 年后需砍除或更新。")
+    assert unanchored_lifespan("木豆种下去能管几年？", pea, tok, stats) == ""
