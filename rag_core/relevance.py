@@ -290,15 +290,15 @@ _CONTENT_CONTEXT = re.compile(r"含量|正常|范围|偏低|偏高|化验|检测
 
 
 def unstated_element(question: str, hits: Sequence[Hit]) -> str:
-    """"元素含量" when the question asks the content of a nutrient element (in a question about a test, a content or
-    a normal range) and the evidence states no figure for one of the elements asked; "" otherwise."""
+    """"锰的含量" (the element named) when the question asks the content of a nutrient element (in a question about a
+    test, a content or a normal range) and the evidence states no figure for one of the elements asked; "" otherwise."""
     if not hits or not _CONTENT_CONTEXT.search(question):
         return ""
     evidence = "".join(h.chunk.text for h in hits)
     for element in dict.fromkeys(m.group(1) for m in _ASKED_ELEMENT.finditer(question)):
         stated = _IN_COMPOUND + element + r"\s*(?:[A-Z][a-z]?\s*)?(?:[（(][^）)]{0,8}[）)])?\s*(?:含量)?(?:约|为|在|低于|高于|不低于)?\s*\d"
         if not re.search(stated, evidence):
-            return "元素含量"
+            return f"{element}的含量"
     return ""
 
 

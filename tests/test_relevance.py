@@ -450,8 +450,8 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     content of the element inside them; 锌约 10–30 mg/kg answers zinc. How much fertiliser to give is no content."""
     ranges = _passages("叶片养分的常用参考范围：氮 2.5%–3.0%，镁 0.25%–0.40%，锌约 10–30 mg/kg，硼约 40–80 mg/kg。",
                        "褐眼斑病可用铜制剂或 80% 代森锰锌 600–800 倍，或 77% 氢氧化铜可湿性粉剂 500–800 倍液。")
-    assert unstated_element("叶片送去化验，锰含量好多算正常？", ranges) == "元素含量"
-    assert unstated_element("叶子化验单上铜、锰正常该是好多？", ranges) == "元素含量"
+    assert unstated_element("叶片送去化验，锰含量好多算正常？", ranges) == "锰的含量"  # named in the refusal
+    assert unstated_element("叶子化验单上铜、锰正常该是好多？", ranges) == "铜的含量"
     assert unstated_element("叶片送去化验，锌和硼含量好多算正常？", ranges) == ""
     assert unstated_element("叶片化验镁好多算偏低？", ranges) == ""
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
