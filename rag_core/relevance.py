@@ -211,10 +211,16 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     """"防治药剂" when the question asks which chemical to use and no sentence of the evidence (with its neighbours
     and heading) names one beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
     otherwise (the same test as an amount's, with a chemical for the figure)."""
-    ask = _ASKED_REMEDY.search(question)
+    return _unheld("防治药剂", _ASKED_REMEDY.search(question), _REMEDY, question, hits, tokenizer, stats)
+
+
+def _unheld(missing: str, ask: re.Match | None, figure: re.Pattern | _PlacesNamed, question: str, hits: Sequence[Hit],
+            tokenizer: Tokenizer, stats: TermStats) -> str:
+    """`missing` when the question makes the `ask` and no sentence of the evidence matching `figure` holds
+    MIN_AMOUNT_SUPPORT of the question's anchors beside it (`_support`); "" otherwise, or when nothing is asked."""
     if not ask or not hits:
         return ""
-    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_REMEDY]) < MIN_AMOUNT_SUPPORT else ""
+    return missing if _support(question, hits, tokenizer, stats, [ask.group(0)], [figure]) < MIN_AMOUNT_SUPPORT else ""
 
 
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
@@ -226,10 +232,7 @@ _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)") 
 def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体编号" when the question asks a designation and no sentence of the evidence states one beside at least
     MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise (the amount's test)."""
-    ask = _ASKED_CODE.search(question)
-    if not ask or not hits:
-        return ""
-    return "具体编号" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_CODE]) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("具体编号", _ASKED_CODE.search(question), _CODE, question, hits, tokenizer, stats)
 
 
 # How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one
@@ -243,10 +246,7 @@ _LIFESPAN = re.compile(r"(?:寿命|存活|可活|能活|可用|能用|使用年�
 def unanchored_lifespan(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体寿命" when the question asks how long a thing lives or lasts and no sentence of the evidence states a
     lifespan beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise."""
-    ask = _ASKED_LIFESPAN.search(question)
-    if not ask or not hits:
-        return ""
-    return "具体寿命" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_LIFESPAN]) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("具体寿命", _ASKED_LIFESPAN.search(question), _LIFESPAN, question, hits, tokenizer, stats)
 
 
 # "哪几个县已经发现了": which counties, prefectures or townships, which the evidence must name beside what the question
@@ -273,11 +273,8 @@ class _PlacesNamed:
 def unanchored_place(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体地名" when the question asks which administrative places and no sentence of the evidence names them
     beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise."""
-    ask = _ASKED_PLACE.search(question)
-    if not ask or not hits:
-        return ""
-    named = _PlacesNamed(question, tokenizer, stats)
-    return "具体地名" if _support(question, hits, tokenizer, stats, [ask.group(0)], [named]) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("具体地名", _ASKED_PLACE.search(question), _PlacesNamed(question, tokenizer, stats), question, hits,
+                   tokenizer, stats)
 
 
 # "锰含量好多算正常", "铜、锰正常该是好多": a nutrient's content, which the evidence must state for that element (锌约
@@ -287,6 +284,8 @@ _ELEMENT = "[氮磷钾钙镁硫铁锰锌铜硼钼]"
 _IN_COMPOUND = r"(?<![酸化亚氯氧代森·])"
 _ASKED_ELEMENT = re.compile(_IN_COMPOUND + "(" + _ELEMENT + r")(?![肥料素])(?=[^，,。？?]{0,10}?(?:好多|多少|几))")
 _CONTENT_CONTEXT = re.compile(r"含量|正常|范围|偏低|偏高|化验|检测|测出|标准")
+_ELEMENT_STATED = {element: re.compile(_IN_COMPOUND + element + r"\s*(?:[A-Z][a-z]?\s*)?(?:[（(][^）)]{0,8}[）)])?\s*(?:含量)?"
+                                       r"(?:约|为|在|低于|高于|不低于)?\s*\d") for element in _ELEMENT[1:-1]}
 
 
 def unstated_element(question: str, hits: Sequence[Hit]) -> str:
@@ -296,8 +295,7 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
         return ""
     evidence = "".join(h.chunk.text for h in hits)
     for element in dict.fromkeys(m.group(1) for m in _ASKED_ELEMENT.finditer(question)):
-        stated = _IN_COMPOUND + element + r"\s*(?:[A-Z][a-z]?\s*)?(?:[（(][^）)]{0,8}[）)])?\s*(?:含量)?(?:约|为|在|低于|高于|不低于)?\s*\d"
-        if not re.search(stated, evidence):
+        if not _ELEMENT_STATED[element].search(evidence):
             return f"{element}的含量"
     return ""
 
@@ -326,7 +324,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     named = {ask: names(clause) for ask, clause in own.items()}
     # a name another clause of the ask's sentence gives (戊唑醇打了以后，要隔几天才能摘) says what the figure is of
     # too: it must stand in the figure's paragraph (not one an earlier sentence gives: 试种瑰夏，整好多面积？要看几年？)
-    sentences = [s for s in re.split(r"(?<=[。？?！!])", question) if s]
+    sentences = [question[a:b] for a, b in sentence_spans(question, ends="。！？!?")]
     named_elsewhere = {ask: [t for t in names(next((s for s in sentences if clause in s), question))
                              if t not in clause and t not in named[ask]] for ask, clause in own.items()}
     chemicals = [t for t in names(question) if _CHEMISTRY.search(t)]

@@ -457,17 +457,24 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
 
 
-def test_a_figure_beside_another_name_is_not_the_asked_ones(sample_engine):
-    """萨奇姆有好几个品系，推荐哪个编号: CIFC 7963 is stated beside 卡蒂姆, in a passage that names 萨奇姆 further on;
-    every name the asking sentence gives must stand with the figure's paragraph, and that figure must not be another
-    name's."""
+@pytest.mark.parametrize("check, question, another, stated, missing", [
+    # 萨奇姆有好几个品系，推荐哪个编号: CIFC 7963 is stated beside 卡蒂姆, in a passage that names 萨奇姆 further on; every
+    # name the asking sentence gives must stand with the figure's paragraph, and that figure must not be another name's
+    (unanchored_code, "萨奇姆有好几个品系，具体推荐种哪个编号的？",
+     "四、品种结构\n云南咖啡的品种结构高度单一。卡蒂姆（Catimor，以CIFC 7963等品系为主）占种植面积的80%以上。"
+     "但卡蒂姆在部分地区抗锈性已经减退。\n铁皮卡、波旁等传统品种杯品质量好。萨奇姆作为抗锈病的替代品种正在推广。",
+     "萨奇姆在云南推广的品系以 T5296 为主，表现稳定。", "具体编号"),
+    # 咪鲜胺兑好多倍: 波尔多液's 0.5%–1% in the same control paragraph is Bordeaux mixture's dose; the manual says only
+    # to follow the label for prochloraz
+    (unanchored_amount, "炭疽病重了想打咪鲜胺，要兑好多倍水才合适？",
+     "五、咖啡炭疽病的防治方法\n3. 化学防治：发病初期喷 0.5%–1% 波尔多液保护。病害较重时，可选用咪鲜胺等内吸性药剂，"
+     "按标签浓度使用。",
+     "五、咖啡炭疽病的防治方法\n病害较重时，可用 25% 咪鲜胺乳油 1000–1500 倍液喷雾。", "具体数字"),
+], ids=["line-number", "dose"])
+def test_a_figure_beside_another_name_is_not_the_asked_ones(sample_engine, check, question, another, stated, missing):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    question = "萨奇姆有好几个品系，具体推荐种哪个编号的？"
-    catimor = _passages("四、品种结构\n云南咖啡的品种结构高度单一。卡蒂姆（Catimor，以CIFC 7963等品系为主）占种植面积的80%以上。"
-                        "但卡蒂姆在部分地区抗锈性已经减退。\n铁皮卡、波旁等传统品种杯品质量好。萨奇姆作为抗锈病的替代品种正在推广。")
-    assert unanchored_code(question, catimor, tok, stats) == "具体编号"
-    stated = _passages("萨奇姆在云南推广的品系以 T5296 为主，表现稳定。")
-    assert unanchored_code(question, stated, tok, stats) == ""
+    assert check(question, _passages(another), tok, stats) == missing
+    assert check(question, _passages(stated), tok, stats) == ""
 
 
 def test_which_counties_must_be_named_beside_what_is_asked(sample_engine):
@@ -497,18 +504,6 @@ def test_money_told_or_denied_is_no_money_ask(hits, sample_engine):
     assert missing_fact("请人摘一天要好多钱？", hits) == "价格"
     text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
     assert unknown_topic("上面发的查病虫记录表要填些啥？", text, synonyms) == ""
-
-
-def test_a_dose_stated_with_another_chemical_is_not_the_asked_ones(sample_engine):
-    """咪鲜胺兑好多倍: 波尔多液's 0.5%–1% in the same control paragraph is Bordeaux mixture's dose; the manual says only
-    to follow the label for prochloraz."""
-    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    question = "炭疽病重了想打咪鲜胺，要兑好多倍水才合适？"
-    label = _passages("五、咖啡炭疽病的防治方法\n3. 化学防治：发病初期喷 0.5%–1% 波尔多液保护。病害较重时，可选用咪鲜胺等内吸性药剂，"
-                      "按标签浓度使用。")
-    assert unanchored_amount(question, label, tok, stats) == "具体数字"
-    dosed = _passages("五、咖啡炭疽病的防治方法\n病害较重时，可用 25% 咪鲜胺乳油 1000–1500 倍液喷雾。")
-    assert unanchored_amount(question, dosed, tok, stats) == ""
 
 
 def test_a_few_wanted_or_standing_beside_is_no_amount_asked(sample_engine):
