@@ -39,7 +39,7 @@ _SCOPE = re.compile(
     r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|补偿|赔偿|理赔|贷款|保险|政府|政策|申请|合同"
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
-_NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|病|菌|液|灵)")
+_NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|小蠹|病|瘟|菌|液|灵)")
 _NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看")  # 啥子病, 遭病, 查一回病虫, 查病虫: grammar
 
 
@@ -63,7 +63,10 @@ _COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一�
 _COMING = (r"(?:" + _COMING_DAY + r"|近几天|近两天|最近几天|最近两天|近期|下个?月|这个月|这月|本月|月底|这个冬天|"
            r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)"
            r"|[^，,。？?]{0,2}?" + _DATE_ASK + r"[^，,。？?]{0,4}?(?:雨|霜|雪|冷|热|旱|降温|冰雹)))")
-_WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|怎么说)"
+_WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|气温|温度|怎么说)"
+# the clause goes on to ask (今晚会不会下霜？下礼拜降温厉害不): 今晚看样子要下霜， and 广播里讲明天有暴雨， tell a forecast
+# heard, then ask what to do about it
+_CLAUSE_ASKS = r"(?=[^，,。；;！!]*?(?:吗|么|嘛|不|没|呢|会|几|多少|好多|啥|什么|哪|[？?]))"
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
     ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
@@ -81,7 +84,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # a coming day or season, a "will it", and weather or the market
     # (not "how can I tell whether it will frost tonight", nor its signs: a method, which the manual has)
     ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看[得不]?出|[咋怎][么个样]?看|知道|预防|防|预报[说讲]|苗头|征兆|兆头|迹象))[\s\S]*?(?:" + _COMING_DAY
-                          + r"[^，,。？?]{0,8}?" + _WEATHER_OR_MARKET + r"|" + _COMING + r"[^，,。？?]{0,12}?(?:"
+                          + r"[^，,。？?]{0,8}?" + _WEATHER_OR_MARKET + _CLAUSE_ASKS + r"|" + _COMING + r"[^，,。？?]{0,12}?(?:"
                           + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,8}?" + _WILL_IT + r")|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,6}?(?:今年|明年|今冬|明春|下个?月)[^，,。？?]{0,4}?" + _WILL_IT
@@ -92,7 +95,10 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
-    ("人名", re.compile(r"叫什么名字|叫啥名字|叫啥子名字|名字叫|是谁|哪个人|哪位"), re.compile(r"先生|女士|博士|教授|专家")),
+    # a person's name: who, or the name of someone (那个专家叫啥名字; not 有种瓢虫专门吃粉蚧，叫啥子名字, a thing's name)
+    ("人名", re.compile(r"是谁|哪个人|哪位|哪个[\u4e00-\u9fff]{0,3}?(?:士|师|员|专家|老板)"
+                      r"|(?:人|士|师|员|专家|老板|他|她)[^，,。？?]{0,10}?(?:叫什么名字|叫啥名字|叫啥子名字|名字叫)"),
+     re.compile(r"先生|女士|博士|教授|专家")),
     # at home, for oneself, or for the cup: roasting, grinding, brewing and drinking are past the green bean, where
     # this manual stops
     ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"

@@ -527,3 +527,23 @@ def test_how_long_a_thing_lives_or_lasts_must_be_stated_as_a_lifespan(sample_eng
     assert unanchored_lifespan("滴灌管铺下去以后，一般用得了几年就要换？", flow, tok, stats) == "具体寿命"
     pea = _passages("木豆生长快，可作临时荫蔽，但寿命短，2–4 年后需砍除或更新。")
     assert unanchored_lifespan("木豆种下去能管几年？", pea, tok, stats) == ""
+
+
+def test_a_forecast_heard_or_a_things_name_is_no_forecast_or_person_asked(hits, sample_engine):
+    """今晚看样子要下霜， tells a forecast and asks how to smoke; 明天会不会下霜 and 下礼拜最低气温会降到几度 ask one. 有种
+    瓢虫…叫啥子名字 asks an insect's name; 哪个传教士 and 那个专家叫啥名字 ask a person's."""
+    assert missing_fact("今晚看样子要下霜，熏烟的话一亩堆几堆？", hits) != "天气和行情预测"
+    assert missing_fact("广播里讲明天有暴雨，一天下好多雨才算暴雨？", hits) != "天气和行情预测"
+    assert missing_fact("明天会不会下霜？", hits) == "天气和行情预测"
+    assert missing_fact("下礼拜普洱这边最低气温会降到几度？", hits) == "天气和行情预测"
+    assert missing_fact("听人说有种瓢虫专门吃粉蚧，叫啥子名字？", hits) != "人名"
+    assert missing_fact("云南咖啡是哪个传教士带进来的？", hits) == "人名"
+    assert missing_fact("上回来讲课的那个专家叫啥名字？", hits) == "人名"
+
+
+def test_a_plague_or_a_bark_beetle_the_kb_never_names_is_unknown(sample_engine):
+    """鸡瘟 is a disease by its head character as 锈病 is; 黑枝小蠹 a bark beetle the KB lacks beside its 果小蠹."""
+    text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
+    assert unknown_topic("放养的鸡打瞌睡、拉绿屎，是不是鸡瘟？", text, synonyms) == "鸡瘟"
+    assert unknown_topic("枝条上好多针尖大的小孔，是不是黑枝小蠹？", text, synonyms) == "枝小蠹"
+    assert unknown_topic("咖啡果小蠹咋个防？", text, synonyms) == ""
