@@ -346,12 +346,16 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2]),
                      h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
                     for i, s in enumerate(sentences)]
+    if any(_declined(ask, figure, own[ask], anchors, [s for s, _, _ in windows]) for ask, figure in zip(asked, figures)):
+        return 0.0
 
-    def share(ask: str, sentence: str, around: str, paragraph: str) -> float:
+    def share(ask: str, sentence: str, around: str, paragraph: str, figure: re.Pattern | _PlacesNamed) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
             return 0.0
-        # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose
-        if chemicals and not any(c in sentence for c in chemicals) and _REMEDY.search(sentence):
+        # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose, and
+        # so is one that follows another chemical named after it (噻嗪酮 1000–1500 倍液，或螺虫乙酯等…按标签浓度使用)
+        if chemicals and _REMEDY.search(sentence) and not any(
+                _doses(sentence, c, figure, tokenizer) if figure in _DOSES else c in sentence for c in chemicals):
             return 0.0
         if named_elsewhere[ask] and not all(term in around for term in named_elsewhere[ask]) and (
                 # each in the paragraph at least, and there not beside a figure of another name (卡蒂姆以 CIFC 7963 等
@@ -362,8 +366,42 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         return sum(w for word, forms, w in anchors
                    if any(f in around or word not in own[ask] and f in paragraph for f in forms)) / total
 
-    return min(max((share(ask, sentence, around, paragraph) for sentence, around, paragraph in windows
+    return min(max((share(ask, sentence, around, paragraph, figure) for sentence, around, paragraph in windows
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
+
+
+# The knowledge base says it gives no such figure: 黄蜜、红蜜、黑蜜等，本文件不作统一规定; 螺虫乙酯…按标签浓度使用
+_DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没有统一的?(?:标准|规定)|无统一标准|按(?:产品)?标签|按说明书")
+
+
+def _declined(ask: str, figure: re.Pattern | _PlacesNamed, clause: str, anchors: Sequence[tuple[str, list[str], float]],
+              sentences: Sequence[str]) -> bool:
+    """Whether the evidence declines the figure asked: every sentence holding the rarest word of the asking clause
+    says the KB gives none (不作统一规定, 按标签) and states no figure of the kind itself. Its neighbours' figures are
+    then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…不作统一规定)."""
+    own = [(w, forms) for w, forms, weight in sorted(anchors, key=lambda a: -a[2]) if w in clause]
+    if not own:
+        return False
+    holding = [s for s in sentences if any(f in s for f in own[0][1])]
+    return bool(holding) and all(_DECLINES.search(s) and not figure.search(s) for s in holding)
+
+
+_JUST_BEFORE = re.compile(r"[^，,；;、。或和与及]{0,4}")  # 99% 矿物油; not 1000 倍液，或螺虫乙酯
+_DOSES = {_FIGURES[kind] for kind in ("ratio", "mass", "volume")}  # how much of a chemical; not how often, nor when
+
+
+def _doses(sentence: str, chemical: str, figure: re.Pattern, tokenizer: Tokenizer) -> bool:
+    """Whether a figure of the sentence is the chemical's: the first one after it, with no other chemical named in
+    between (25% 噻嗪酮可湿性粉剂 1000–1500 倍液), or one just before it (99% 矿物油)."""
+    at = sentence.find(chemical)
+    if at < 0:
+        return False
+    others = [t for t in tokenizer.entities(sentence) if t != chemical and chemical not in t and _CHEMISTRY.search(t)]
+    for m in figure.finditer(sentence):
+        between = sentence[at + len(chemical):m.start()] if m.start() >= at else sentence[m.end():at]
+        if (m.start() >= at or _JUST_BEFORE.fullmatch(between)) and not any(o in between for o in others):
+            return True
+    return False
 
 
 _TABLE_ROW = re.compile(r"^\|(.*)\|\s*$", re.M)

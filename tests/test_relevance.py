@@ -547,3 +547,18 @@ def test_a_plague_or_a_bark_beetle_the_kb_never_names_is_unknown(sample_engine):
     assert unknown_topic("放养的鸡打瞌睡、拉绿屎，是不是鸡瘟？", text, synonyms) == "鸡瘟"
     assert unknown_topic("枝条上好多针尖大的小孔，是不是黑枝小蠹？", text, synonyms) == "枝小蠹"
     assert unknown_topic("咖啡果小蠹咋个防？", text, synonyms) == ""
+
+
+def test_a_figure_the_kb_declines_or_another_chemicals_dose_answers_no_amount(sample_engine):
+    """7.2 names 红蜜、黑蜜 and says 本文件不作统一规定: its neighbours' figures (7.1's, 7.3's) are about something else.
+    噻嗪酮 1000–1500 倍液，或螺虫乙酯等…按标签浓度使用 doses 噻嗪酮, not 螺虫乙酯; 99% 矿物油 is the oil's own."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    honey = _passages("7.1 鲜果脱皮后带着果胶直接上床干燥，摊晒厚度 2～3 cm。"
+                      "7.2 生产上常按成品外观习惯称为黄蜜、红蜜、黑蜜等，本文件不作统一规定。"
+                      "7.3 干燥终点含水率为 10%～12%。")
+    assert unanchored_amount("红蜜跟黑蜜各要留好多比例的果胶？", honey, tok, stats) == "具体数字"
+    assert unanchored_amount("蜜处理的豆子晒到含水率好多比例算干？", honey, tok, stats) == ""
+    scale = _passages("药剂防治：可用 25% 噻嗪酮可湿性粉剂 1000–1500 倍液，或螺虫乙酯等对天敌较安全的药剂，按标签浓度使用。"
+                      "在若虫孵化盛期喷 99% 矿物油乳油 150–200 倍液。", section="咖啡绿蚧和粉蚧的防治方法")
+    assert unanchored_amount("绿蚧多得很，想打螺虫乙酯，兑好多倍合适？", scale, tok, stats) == "具体数字"
+    assert unanchored_amount("绿蚧多得很，想打噻嗪酮，兑好多倍合适？", scale, tok, stats) == ""
