@@ -229,6 +229,21 @@ def _unheld(missing: str, ask: re.Match | None, figure: re.Pattern | _PlacesName
     return missing if _support(question, hits, tokenizer, stats, [ask.group(0)], [figure]) < MIN_AMOUNT_SUPPORT else ""
 
 
+# How long an insect's stage lasts (卵要几天才孵出来, 蛹期有好多天, 从若虫孵出来到长成要好多天): a span of days stated
+# with the stage in one clause (卵期 7–10 天), which 若虫孵化盛期喷…，间隔 10–15 天 (a spraying interval) is not.
+_STAGE = r"(?:孵|羽化|化蛹|蛹|卵期|若虫期|幼虫期|成虫期|蜕皮|长成)"
+_DAYS_ASKED = r"(?:几|好多|多少)\s*(?:天|日|周|个?星期|个?礼拜)"
+_ASKED_STAGE = re.compile(_STAGE + r"[^。？?！!]{0,20}?" + _DAYS_ASKED + "|" + _DAYS_ASKED + r"[^，,。？?]{0,6}?" + _STAGE)
+_STAGE_SPAN = re.compile(_STAGE + r"[^，,；;。]{0,15}?\d[\d.–~～-]*\s*(?:天|日|周|d(?![a-z]))"
+                         r"|\d[\d.–~～-]*\s*(?:天|日|周)[^，,；;。]{0,10}?" + _STAGE)
+
+
+def unanchored_stage(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体天数" when the question asks how many days an insect's stage lasts and no sentence of the evidence states
+    a span of days with a stage in one clause beside at least MIN_AMOUNT_SUPPORT of its words; "" otherwise."""
+    return _unheld("具体天数", _ASKED_STAGE.search(question), _STAGE_SPAN, question, hits, tokenizer, stats)
+
+
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
 # beside what the question asks it of; 几号 alone is mostly a date.
 _ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪个号|哪一个号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
@@ -772,5 +787,5 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
                    or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
-                   if stats and asked == question else ""))
+                   or unanchored_stage(asked, hits, tokenizer, stats) if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

@@ -8,7 +8,8 @@ import pytest
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_lifespan, unanchored_place, unanchored_remedy,
-                                unknown_focus, unknown_latin_name, unknown_topic, unknown_words, unstated_element)
+                                unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic, unknown_words,
+                                unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -562,3 +563,16 @@ def test_a_figure_the_kb_declines_or_another_chemicals_dose_answers_no_amount(sa
                       "在若虫孵化盛期喷 99% 矿物油乳油 150–200 倍液。", section="咖啡绿蚧和粉蚧的防治方法")
     assert unanchored_amount("绿蚧多得很，想打螺虫乙酯，兑好多倍合适？", scale, tok, stats) == "具体数字"
     assert unanchored_amount("绿蚧多得很，想打噻嗪酮，兑好多倍合适？", scale, tok, stats) == ""
+
+
+def test_how_long_an_insects_stage_lasts_must_be_stated_with_the_stage(sample_engine):
+    """卵要几天才孵出来 is not answered by a spraying interval written after 若虫孵化盛期 in another clause, nor by the
+    months adults emerge in; 卵期 7–10 天 states it."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    spray = _passages("在若虫孵化盛期喷 99% 矿物油乳油 150–200 倍液，间隔 10–15 天，连喷 2 次。",
+                      "灭字脊虎天牛成虫 4–6 月羽化产卵，卵多产在树皮裂缝内。", section="咖啡绿蚧 天牛")
+    assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", spray, tok, stats) == "具体天数"
+    assert unanchored_stage("咖啡绿蚧从若虫孵出来到长成，要好多天？", spray, tok, stats) == "具体天数"
+    stated = _passages("灭字脊虎天牛卵多产在树皮裂缝内，卵期 7–10 天。")
+    assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", stated, tok, stats) == ""
+    assert unanchored_stage("绿蚧一年要打几次药？", spray, tok, stats) == ""  # no stage asked
