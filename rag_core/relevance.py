@@ -176,7 +176,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十]
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(多长时间|多久|好久)"
-                         r"|(?:啥子?|什么|哪样|多少|好多)\s*(比例)|(百分之几)"
+                         r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之几)"
                          r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)")  # pH 降到好多: a pH figure
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
@@ -187,6 +187,9 @@ _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a que
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
 MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
 _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
+
+
+_WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
 
 
 def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -200,7 +203,7 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask.
             if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
-            and not (m.group(0).startswith("几") and "想" in question[max(0, m.start() - 2):m.start()])]
+            and not (m.group(0).startswith("几") and _WISH.search(question[max(0, m.start() - 5):m.start()]))]
     if not asks or not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]
@@ -242,6 +245,22 @@ def unanchored_stage(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, s
     """"具体天数" when the question asks how many days an insect's stage lasts and no sentence of the evidence states
     a span of days with a stage in one clause beside at least MIN_AMOUNT_SUPPORT of its words; "" otherwise."""
     return _unheld("具体天数", _ASKED_STAGE.search(question), _STAGE_SPAN, question, hits, tokenizer, stats)
+
+
+# How to treat or control something (香蕉枯萎病咋个治): a control measure (spraying, a chemical, removing, burning,
+# trapping …) stated beside what is asked, which a passing mention does not give (不从香蕉枯萎病发生区调苗).
+_ASKED_CONTROL = re.compile(r"(?:咋个?|怎么|怎样|如何|啷个)\s*(?:治|防治|防控|防|控制|根治)|(?:治|防)得(?:好|住|了)")
+_PEST_OR_DISEASE = re.compile(r"(?:病|虫|螨|蚧|蛾|蝇|蠹|蓟马|天牛|菌)$")  # a name the control is asked for
+_CONTROL = re.compile(r"防治|防控|药剂|农药|杀菌剂|杀虫剂|倍液|喷|施药|用药|铜制|清除|剪除|拔除|挖除|烧毁|销毁|摘除|捕杀|诱杀"
+                      r"|涂白|轮换|隔离|处理|措施|控制")
+
+
+def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"防治方法" when the question asks how to treat or control something and no sentence of the evidence states a
+    control measure beside at least MIN_AMOUNT_SUPPORT of its words (and beside the name it asks of); "" otherwise."""
+    if not any(_PEST_OR_DISEASE.search(t) for t in tokenizer.entities(question) if t in tokenizer.names):
+        return ""  # 咋个防雨水冲, 提前咋个防 (霜): frost and erosion have measures of their own
+    return _unheld("防治方法", _ASKED_CONTROL.search(question), _CONTROL, question, hits, tokenizer, stats)
 
 
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
@@ -392,9 +411,10 @@ _DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没�
 def _declined(ask: str, figure: re.Pattern | _PlacesNamed, clause: str, anchors: Sequence[tuple[str, list[str], float]],
               sentences: Sequence[str]) -> bool:
     """Whether the evidence declines the figure asked: every sentence holding the rarest word of the asking clause
-    says the KB gives none (不作统一规定, 按标签) and states no figure of the kind itself. Its neighbours' figures are
+    (of the question, when that clause has none) says the KB gives none (不作统一规定, 按标签) and states no figure of the kind itself. Its neighbours' figures are
     then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…不作统一规定)."""
-    own = [(w, forms) for w, forms, weight in sorted(anchors, key=lambda a: -a[2]) if w in clause]
+    ranked = sorted(anchors, key=lambda a: -a[2])
+    own = [(w, forms) for w, forms, _ in ranked if w in clause] or [(w, forms) for w, forms, _ in ranked]  # 有没得个比例
     if not own:
         return False
     holding = [s for s in sentences if any(f in s for f in own[0][1])]
@@ -481,6 +501,9 @@ def _clauses(question: str) -> list[str]:
     return [c for c in _CLAUSE_SPLIT.split(question) if c]
 
 
+_MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一年要除几回草): jieba's cut of a modal and a verb
+
+
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
              asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
     """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
@@ -489,7 +512,7 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     out = {}
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
-                or any(word in a for a in asked):
+                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word):
             continue
         mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
         forms = ([word] if stats.known(word) else []) + mapped
@@ -787,5 +810,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
                    or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
-                   or unanchored_stage(asked, hits, tokenizer, stats) if stats and asked == question else ""))
+                   or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
+                   if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

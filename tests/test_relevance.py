@@ -7,9 +7,9 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
-                                unanchored_amount, unanchored_code, unanchored_lifespan, unanchored_place, unanchored_remedy,
-                                unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic, unknown_words,
-                                unstated_element)
+                                unanchored_amount, unanchored_code, unanchored_control, unanchored_lifespan, unanchored_place,
+                                unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
+                                unknown_words, unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -576,3 +576,32 @@ def test_how_long_an_insects_stage_lasts_must_be_stated_with_the_stage(sample_en
     stated = _passages("灭字脊虎天牛卵多产在树皮裂缝内，卵期 7–10 天。")
     assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", stated, tok, stats) == ""
     assert unanchored_stage("绿蚧一年要打几次药？", spray, tok, stats) == ""  # no stage asked
+
+
+def test_how_to_treat_a_named_disease_needs_a_control_measure_beside_it(sample_engine):
+    """不从香蕉枯萎病发生区调苗 mentions the banana's wilt in passing and says nothing of treating it; the rust passage
+    says how to spray for rust. Frost's and erosion's 咋个防 name no pest or disease: not this test's."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    banana = _passages("香蕉种苗应选用无病组培苗，不从香蕉枯萎病发生区调苗。", section="咖啡—香蕉间作模式")
+    assert unanchored_control("咖啡行间种的香蕉，香蕉枯萎病咋个治？", banana, tok, stats) == "防治方法"
+    rust = _passages("咖啡锈病的防治：6–7 月喷 1% 波尔多液或铜制剂，9–12 月发病高峰前再喷一次。")
+    assert unanchored_control("咖啡锈病咋个治？", rust, tok, stats) == ""
+    assert unanchored_control("听说过两天要打霜了，提前咋个防？", banana, tok, stats) == ""
+
+
+def test_is_there_a_ratio_asks_one(sample_engine):
+    """有没得个比例 asks the ratio as 好多比例 does; 7.2 declines it for red and black honey."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    honey = _passages("7.1 鲜果脱皮后带着果胶直接上床干燥，摊晒厚度 2～3 cm。"
+                      "7.2 生产上常按成品外观习惯称为黄蜜、红蜜、黑蜜等，本文件不作统一规定。"
+                      "7.3 干燥终点含水率为 10%～12%。")
+    assert unanchored_amount("红蜜和黑蜜到底各要留好多果胶？有没得个比例", honey, tok, stats) == "具体数字"
+
+
+def test_a_modal_cut_with_its_verb_anchors_no_figure(sample_engine):
+    """一年要除几回草: jieba cuts 要除, a modal and a verb, which stands in no sentence beside the count; 6～7 月和
+    8～9 月各除草 1 次 answers. 想养成几个杆杆 wants a few stems, it asks no count."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    weeding = _passages("雨季杂草生长快，一般在 6～7 月和 8～9 月各除草 1 次，杂草多的园地雨季除草 3～4 次。")
+    assert unanchored_amount("咖啡地一年要除几回草？啥时候除？", weeding, tok, stats) == ""
+    assert unanchored_amount("小苗子想养成几个杆杆的，啥时候截顶？", weeding, tok, stats) == ""
