@@ -15,6 +15,7 @@ from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extr
                        with_control_sections)
 from .history import (carry_topic, classify, conversation_text, inject_history, leans_back, names_little_of_its_own,
                       rewrite_query)
+from .homophones import Correction, Homophones
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
@@ -56,6 +57,7 @@ class Engine:
     _retriever: Retriever | None = field(default=None, repr=False)
     _retired: Retriever | None = field(default=None, repr=False)
     _stats: tuple[str, TermStats] | None = field(default=None, repr=False)
+    _homophones: tuple[str, Homophones] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -100,6 +102,19 @@ class Engine:
             self._stats = (index.build_id, TermStats.of_chunks(index.chunks))
         return self._stats[1]
 
+    @property
+    def homophones(self) -> Homophones:
+        """The served build's vocabulary by sound, for growers' pinyin-keyboard slips (绣病 → 锈病)."""
+        index = self.index
+        if self._homophones is None or self._homophones[0] != index.build_id:
+            texts = [f"{c.section}\n{c.text}" for c in index.chunks]
+            self._homophones = (index.build_id, Homophones.of_passages(texts, self.tokenizer))
+        return self._homophones[1]
+
+    def spelled(self, question: str) -> tuple[str, tuple[Correction, ...]]:
+        """The question with its keyboard slips put right (节顶 → 截顶), and what was put right."""
+        return self.homophones.correct(question, self.tokenizer)
+
     def _llm_rewrite(self) -> Callable[[str, Sequence[Turn]], str | None] | None:
         if self.chat is None or not self.cfg.history.har_llm:
             return None
@@ -114,6 +129,7 @@ class Engine:
 
     def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
         t = time.perf_counter()
+        question = self.spelled(question)[0]
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000
         kind = classify(question, self.tokenizer, self.term_stats).kind if rewritten != question else "new"
@@ -202,6 +218,7 @@ class Engine:
         on_delta: Callable[[str], None] | None = None,
     ) -> Answer:
         started = time.perf_counter()
+        question, corrections = self.spelled(question)
         retrieval = self.search(question, history, options)
         timings = dict(retrieval.timings_ms)
         warnings = list(retrieval.warnings)
@@ -230,6 +247,8 @@ class Engine:
                 )
                 if not cited:
                     text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
+        if corrections:  # say how the question was read: the grower sees 节顶 taken for 截顶, and can put it right
+            text = "（" + "，".join(f"“{c.typed}”按“{c.meant}”理解" for c in corrections) + "）\n" + text
         timings["generate"] = (time.perf_counter() - t) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         by_id = {h.chunk.id: h.chunk for h in shown}  # a cited sibling control section is no retrieved hit
