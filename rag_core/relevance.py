@@ -91,9 +91,12 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           + r"|(?:今年|明年|这个|今冬|明春)[^，,。？?]{0,4}?(?:雨季|旱季|冬天|霜期)[^，,。？?]{0,4}?" + _ARRIVES + ")"),
      re.compile(r"(?!)")),  # a manual holds no forecast
     ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|牌子|型号|哪家|哪个厂|厂家|哪里买|哪儿买|哪点买|哪里有卖|在哪买|去哪买|"
+                          r"(?:哪里|哪儿|哪点|哪个(?:苗圃|店|地方|厂|公司|市场|网站|合作社))[^，,。？?]{0,6}?卖(?![钱价])|"
                           r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|怎么买|咋个?买|如何买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
+    # the very year (具体是哪一年): a century or a decade (十九世纪末) is no answer to it
+    ("具体年份", re.compile(r"具体[^，,。？?]{0,8}?(?:哪年|哪一年|几几年|哪个年份)"), re.compile(r"\d{4}\s*年")),
     ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
     # a person's name: who, or the name of someone (那个专家叫啥名字; not 有种瓢虫专门吃粉蚧，叫啥子名字, a thing's name)
     ("人名", re.compile(r"是谁|哪个人|哪位|哪个[\u4e00-\u9fff]{0,3}?(?:士|师|员|专家|老板)"
@@ -223,7 +226,8 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     return _unheld("防治药剂", _ASKED_REMEDY.search(question), _REMEDY, question, hits, tokenizer, stats)
 
 
-def _unheld(missing: str, ask: re.Match | None, figure: re.Pattern | _PlacesNamed, question: str, hits: Sequence[Hit],
+def _unheld(missing: str, ask: re.Match | None, figure: re.Pattern | _PlacesNamed | _CodesBesides, question: str,
+            hits: Sequence[Hit],
             tokenizer: Tokenizer, stats: TermStats) -> str:
     """`missing` when the question makes the `ask` and no sentence of the evidence matching `figure` holds
     MIN_AMOUNT_SUPPORT of the question's anchors beside it (`_support`); "" otherwise, or when nothing is asked."""
@@ -269,10 +273,22 @@ _ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪个号|�
 _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5
 
 
+class _CodesBesides:
+    """A sentence states a code the question does not give itself: 卡蒂姆除了 CIFC 7963，还有哪几个品系编号 is not
+    answered by CIFC 7963."""
+
+    def __init__(self, question: str):
+        self.given = re.sub(r"\s+", "", question).lower()
+
+    def search(self, sentence: str) -> bool:
+        return any(re.sub(r"\s+", "", m.group(0)).lower() not in self.given for m in _CODE.finditer(sentence))
+
+
 def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
-    """"具体编号" when the question asks a designation and no sentence of the evidence states one beside at least
-    MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise (the amount's test)."""
-    return _unheld("具体编号", _ASKED_CODE.search(question), _CODE, question, hits, tokenizer, stats)
+    """"具体编号" when the question asks a designation and no sentence of the evidence states one (other than those
+    the question gives) beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
+    otherwise (the amount's test)."""
+    return _unheld("具体编号", _ASKED_CODE.search(question), _CodesBesides(question), question, hits, tokenizer, stats)
 
 
 # How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one

@@ -605,3 +605,17 @@ def test_a_modal_cut_with_its_verb_anchors_no_figure(sample_engine):
     weeding = _passages("雨季杂草生长快，一般在 6～7 月和 8～9 月各除草 1 次，杂草多的园地雨季除草 3～4 次。")
     assert unanchored_amount("咖啡地一年要除几回草？啥时候除？", weeding, tok, stats) == ""
     assert unanchored_amount("小苗子想养成几个杆杆的，啥时候截顶？", weeding, tok, stats) == ""
+
+
+def test_the_very_year_a_shop_or_another_code_must_be_stated(hits, sample_engine):
+    """具体是哪一年 is not answered by 十九世纪末 (哪个年代 is); 哪个苗圃有卖 asks where to buy; 除了 CIFC 7963，还有哪几个
+    品系编号 is not answered by CIFC 7963 itself."""
+    era = _passages("十九世纪末至二十世纪初，外国传教士把咖啡带到大理宾川朱苦拉一带，当地至今仍保留老咖啡树。")
+    assert missing_fact("宾川朱苦拉那些老咖啡树，具体是哪一年栽下的？", era) == "具体年份"
+    assert missing_fact("宾川朱苦拉的老咖啡树是哪个年代栽的？", era) == ""
+    assert missing_fact("想买萨奇姆的苗，云南哪个苗圃有正规的卖？", hits) == "品牌和购买渠道"
+    assert missing_fact("鲜果哪个时候卖最划算？", hits) != "品牌和购买渠道"
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    lines = _passages("卡蒂姆是卡杜拉与蒂莫尔杂种杂交后选育出的品种群，包括多个品系，云南种植的主要是CIFC 7963等品系。")
+    assert unanchored_code("卡蒂姆除了CIFC 7963，云南还种了哪几个品系编号？", lines, tok, stats) == "具体编号"
+    assert unanchored_code("云南种的卡蒂姆主要是哪个品系编号？", lines, tok, stats) == ""
