@@ -260,11 +260,12 @@ _CONTROL = re.compile(r"防治|防控|药剂|农药|杀菌剂|杀虫剂|倍液|�
 
 
 def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
-    """"防治方法" when the question asks how to treat or control something and no sentence of the evidence states a
+    """"香蕉枯萎病的防治方法" when the question asks how to treat or control a named pest or disease and no sentence of the evidence states a
     control measure beside at least MIN_AMOUNT_SUPPORT of its words (and beside the name it asks of); "" otherwise."""
-    if not any(_PEST_OR_DISEASE.search(t) for t in tokenizer.entities(question) if t in tokenizer.names):
+    named = [t for t in tokenizer.entities(question) if t in tokenizer.names and _PEST_OR_DISEASE.search(t)]
+    if not named:
         return ""  # 咋个防雨水冲, 提前咋个防 (霜): frost and erosion have measures of their own
-    return _unheld("防治方法", _ASKED_CONTROL.search(question), _CONTROL, question, hits, tokenizer, stats)
+    return _unheld(f"{named[0]}的防治方法", _ASKED_CONTROL.search(question), _CONTROL, question, hits, tokenizer, stats)
 
 
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)

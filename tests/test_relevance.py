@@ -583,7 +583,7 @@ def test_how_to_treat_a_named_disease_needs_a_control_measure_beside_it(sample_e
     says how to spray for rust. Frost's and erosion's 咋个防 name no pest or disease: not this test's."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     banana = _passages("香蕉种苗应选用无病组培苗，不从香蕉枯萎病发生区调苗。", section="咖啡—香蕉间作模式")
-    assert unanchored_control("咖啡行间种的香蕉，香蕉枯萎病咋个治？", banana, tok, stats) == "防治方法"
+    assert unanchored_control("咖啡行间种的香蕉，香蕉枯萎病咋个治？", banana, tok, stats) == "香蕉枯萎病的防治方法"
     rust = _passages("咖啡锈病的防治：6–7 月喷 1% 波尔多液或铜制剂，9–12 月发病高峰前再喷一次。")
     assert unanchored_control("咖啡锈病咋个治？", rust, tok, stats) == ""
     assert unanchored_control("听说过两天要打霜了，提前咋个防？", banana, tok, stats) == ""
