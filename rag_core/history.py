@@ -204,6 +204,9 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # A user who only described what they see (叶子背后一层橙黄色的粉) and asked what it is, or only said it, names no
     # pest, disease or cultivar (a lexicon name: 子叶 and 沙床 are lexicon nouns, not names); the reply that named it
     # (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
+    # Asked what it is (是啥病？是哪样虫？), the reply's name is the topic now and the description only what led to it:
+    # 这个虫一般哪几个月最凶 after 叶背趴着绿色扁扁的小虫，是哪样虫 searches 咖啡绿蚧's season, not the description
+    # passage again. Only described (天气预报说后天寒潮过了就转晴), the user's words still say what it is about.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
     reply = _last(recent, "assistant")[:REPLY_CHARS]
@@ -212,7 +215,7 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     elif not any(t in tokenizer.names for t in carried) and _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and _names_topic(e, stats)][:REPLY_CARRIED]
-        carried[:0] = named
+        carried[:] = named if named and _WHAT_IS_IT.search(_last(recent, "user")) else named + carried
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
