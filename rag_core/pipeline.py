@@ -129,7 +129,9 @@ class Engine:
 
     def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
         t = time.perf_counter()
-        question = self.spelled(question)[0]
+        question, corrections = self.spelled(question)
+        spell_ms = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000
         kind = classify(question, self.tokenizer, self.term_stats).kind if rewritten != question else "new"
@@ -145,9 +147,9 @@ class Engine:
             result = self._hedge(result, question, history, options, BARE_ALONE, names_topic=False)
         elif kind == "followup":
             result = self._follow_topic(result, self._previous_docs(history, options))
-        timings = {"rewrite": rewrite_ms, **result.timings_ms}
+        timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
-        return replace(result, timings_ms=timings)
+        return replace(result, timings_ms=timings, corrections=tuple((c.typed, c.meant) for c in corrections))
 
     def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                   always: bool = False) -> Retrieval:
@@ -218,8 +220,8 @@ class Engine:
         on_delta: Callable[[str], None] | None = None,
     ) -> Answer:
         started = time.perf_counter()
-        question, corrections = self.spelled(question)
         retrieval = self.search(question, history, options)
+        question = retrieval.query  # as read: a keyboard slip put right (retrieval.corrections)
         timings = dict(retrieval.timings_ms)
         warnings = list(retrieval.warnings)
         hits = retrieval.evidence
@@ -247,8 +249,8 @@ class Engine:
                 )
                 if not cited:
                     text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
-        if corrections:  # say how the question was read: the grower sees 节顶 taken for 截顶, and can put it right
-            text = "（" + "，".join(f"“{c.typed}”按“{c.meant}”理解" for c in corrections) + "）\n" + text
+        if retrieval.corrections:  # say how the question was read: the grower sees 节顶 taken for 截顶, and can say so
+            text = "（" + "，".join(f"“{typed}”按“{meant}”理解" for typed, meant in retrieval.corrections) + "）\n" + text
         timings["generate"] = (time.perf_counter() - t) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         by_id = {h.chunk.id: h.chunk for h in shown}  # a cited sibling control section is no retrieved hit

@@ -92,6 +92,7 @@ class Retrieval:
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
     reranker: str = "none"  # what reranked the evidence: a cross-encoder's name, "learned-lr", or "none" (fusion order)
+    corrections: tuple[tuple[str, str], ...] = ()  # keyboard slips read as the KB's word: (typed, meant), 节顶 → 截顶
 
 
 @dataclass(frozen=True)
