@@ -206,7 +206,7 @@ def test_latency_summary_known_numbers() -> None:
     assert summary["generate"]["share"] == approx(0.75)
     assert summary["total"]["share"] == approx(1.0) and summary["total"]["p50"] == approx(202.0)
     assert summary["rerank"] == {"p50": 0.0, "p90": 0.0, "p99": 0.0, "mean": 0.0, "share": 0.0}
-    assert set(summary) == {"rewrite", "bm25", "dense", "rrf", "rerank", "generate", "total"}
+    assert set(summary) == {"spell", "rewrite", "bm25", "dense", "rrf", "rerank", "generate", "total"}
 
 
 def test_latency_total_defaults_to_sum() -> None:

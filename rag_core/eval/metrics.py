@@ -29,7 +29,7 @@ ERROR_CATEGORIES: tuple[str, ...] = (
     "FalseCitation",
 )
 
-STAGES: tuple[str, ...] = ("rewrite", "bm25", "dense", "rrf", "rerank", "generate", "total")
+STAGES: tuple[str, ...] = ("spell", "rewrite", "bm25", "dense", "rrf", "rerank", "generate", "total")
 
 
 def default_doc_of(chunk_id: str) -> str:

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-RETRIEVAL_STAGES: tuple[str, ...] = ("rewrite", "bm25", "dense", "rrf", "rerank")
+RETRIEVAL_STAGES: tuple[str, ...] = ("spell", "rewrite", "bm25", "dense", "rrf", "rerank")
 _PERCENTILES: tuple[str, ...] = ("p50", "p90", "p99")
 
 
