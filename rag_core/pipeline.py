@@ -87,8 +87,10 @@ class Engine:
         log.info("serving index build %s (%d chunks)", index.build_id, len(index.chunks))
 
     def refresh(self) -> None:
-        """Load the current build now (called by the rebuilder after a swap, off the event loop)."""
+        """Load the current build now, with the vocabulary its keyboard-slip reading needs (~2 s of tagging: not in
+        the first question's time); called at start-up and by the rebuilder after a swap, off the event loop."""
         _ = self.retriever
+        _ = self.homophones
 
     @property
     def index(self) -> IndexReader:

@@ -40,3 +40,12 @@ def test_the_answer_says_how_a_slip_was_read(sample_engine):
     assert answer.text.startswith("（“节顶”按“截顶”理解）")
     assert answer.covered and answer.citations
     assert answer.query == "小苗子想养成几个杆杆的，啥时候截顶？"
+
+
+def test_refresh_prepares_the_builds_vocabulary_before_the_first_question(sample_cfg):
+    from tests.conftest import engine_for
+
+    engine = engine_for(sample_cfg)
+    engine.refresh()
+    build, homophones = engine._homophones
+    assert build == engine.index.build_id and homophones.correct("节顶", engine.tokenizer)[0] == "截顶"
