@@ -245,10 +245,16 @@ _STAGE_SPAN = re.compile(_STAGE + r"[^，,；;。]{0,15}?\d[\d.–~～-]*\s*(?:�
                          r"|\d[\d.–~～-]*\s*(?:天|日|周)[^，,；;。]{0,10}?" + _STAGE)
 
 
+_STAGE_NAMES = {"孵": "孵化", "化蛹": "蛹期", "蛹": "蛹期", "长成": "发育"}  # what the refusal calls the stage asked
+
+
 def unanchored_stage(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
-    """"具体天数" when the question asks how many days an insect's stage lasts and no sentence of the evidence states
-    a span of days with a stage in one clause beside at least MIN_AMOUNT_SUPPORT of its words; "" otherwise."""
-    return _unheld("具体天数", _ASKED_STAGE.search(question), _STAGE_SPAN, question, hits, tokenizer, stats)
+    """"孵化的天数" (the stage named) when the question asks how many days an insect's stage lasts and no sentence
+    of the evidence states a span of days with a stage in one clause beside at least MIN_AMOUNT_SUPPORT of its
+    words; "" otherwise."""
+    ask = _ASKED_STAGE.search(question)
+    stage = re.search(_STAGE, ask.group(0)).group(0) if ask else ""
+    return _unheld(f"{_STAGE_NAMES.get(stage, stage)}的天数", ask, _STAGE_SPAN, question, hits, tokenizer, stats)
 
 
 # How to treat or control something (香蕉枯萎病咋个治): a control measure (spraying, a chemical, removing, burning,

@@ -571,8 +571,9 @@ def test_how_long_an_insects_stage_lasts_must_be_stated_with_the_stage(sample_en
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     spray = _passages("在若虫孵化盛期喷 99% 矿物油乳油 150–200 倍液，间隔 10–15 天，连喷 2 次。",
                       "灭字脊虎天牛成虫 4–6 月羽化产卵，卵多产在树皮裂缝内。", section="咖啡绿蚧 天牛")
-    assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", spray, tok, stats) == "具体天数"
-    assert unanchored_stage("咖啡绿蚧从若虫孵出来到长成，要好多天？", spray, tok, stats) == "具体天数"
+    assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", spray, tok, stats) == "孵化的天数"
+    assert unanchored_stage("咖啡绿蚧从若虫孵出来到长成，要好多天？", spray, tok, stats) == "孵化的天数"
+    assert unanchored_stage("灭字脊虎天牛在树干头化蛹，蛹期有好多天？", spray, tok, stats) == "蛹期的天数"
     stated = _passages("灭字脊虎天牛卵多产在树皮裂缝内，卵期 7–10 天。")
     assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", stated, tok, stats) == ""
     assert unanchored_stage("绿蚧一年要打几次药？", spray, tok, stats) == ""  # no stage asked
