@@ -11,14 +11,12 @@ read as a typo: 今年 is no slip for 近年, nor 花开 for 化开.
 from __future__ import annotations
 
 import itertools
-import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from collections import Counter
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     from .lexical import Tokenizer
 
-log = logging.getLogger(__name__)
 
 MIN_LEN, MAX_LEN = 2, 4  # the words looked for: a one-character typo of a two- to four-character word
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a cut around a slip
@@ -28,14 +26,17 @@ _TOPICAL = ("n", "nz", "vn", "v", "nr", "ns")  # a word of the passages that nam
 _FUNCTION = set("的得地了着过是在再有和与及或就都也还又很太吗嘛么呢吧啊哦呀个这那哪啥咋怎不没要会能可把被给让从向对")
 
 
-@dataclass(frozen=True)
-class Correction:
+def _hanzi(text: str) -> bool:
+    return all("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+class Correction(NamedTuple):
     typed: str  # what the question says (绣病)
     meant: str  # the knowledge base's word (锈病)
 
 
 class Homophones:
-    """The build's vocabulary keyed by toneless pinyin; `correct` puts a question's one-character typos right."""
+    """The build's vocabulary keyed by its pinyin (tones too); `correct` puts a question's one-character slips right."""
 
     def __init__(self, vocabulary: Iterable[str], corpus_text: str):
         from pypinyin import Style, lazy_pinyin, pinyin
@@ -44,7 +45,7 @@ class Homophones:
         self._corpus = corpus_text
         self._by_sound: dict[tuple[str, ...], list[str]] = {}
         for word in dict.fromkeys(vocabulary):
-            if MIN_LEN <= len(word) <= MAX_LEN and all("\u4e00" <= ch <= "\u9fff" for ch in word):
+            if MIN_LEN <= len(word) <= MAX_LEN and _hanzi(word):
                 self._by_sound.setdefault(tuple(lazy_pinyin(word, style=self._style)), []).append(word)
 
     @classmethod
@@ -53,10 +54,7 @@ class Homophones:
         that jieba's general dictionary lacks and its tagger reads as one noun or verb."""
         texts = list(texts)
         corpus = "\n".join(texts)
-        counts: dict[str, int] = {}
-        for text in texts:
-            for word in set(tokenizer.words(text)):
-                counts[word] = counts.get(word, 0) + 1
+        counts = Counter(word for text in texts for word in set(tokenizer.words(text)))
         vocabulary = [t for t in tokenizer.lexicon if t in corpus] + [
             w for w, n in counts.items() if n >= MIN_COUNT and tokenizer.general_frequency(w) == 0
             and len(tagged := tokenizer.tagged(w)) == 1 and tagged[0][1] in _TOPICAL]  # 截顶; not 越重 (越/重)
@@ -84,7 +82,7 @@ class Homophones:
             if i in starts:
                 for n in range(MAX_LEN, MIN_LEN - 1, -1):
                     run = text[i:i + n]
-                    if (len(run) == n and i + n in ends and all("\u4e00" <= ch <= "\u9fff" for ch in run)
+                    if (len(run) == n and i + n in ends and _hanzi(run)
                             and tokenizer.general_frequency(run) == 0):
                         found = self._meant(run)
                         if found and run not in self._corpus:

@@ -96,22 +96,25 @@ class Engine:
     def index(self) -> IndexReader:
         return self.retriever.index
 
+    def _of_build(self, attr: str, make: Callable[[IndexReader], object]):
+        """`make(index)` for the served build, made once a build and kept in `attr` as (build id, value)."""
+        index = self.index
+        cached = getattr(self, attr)
+        if cached is None or cached[0] != index.build_id:
+            cached = (index.build_id, make(index))
+            setattr(self, attr, cached)
+        return cached[1]
+
     @property
     def term_stats(self) -> TermStats:
         """How specific each word is in the served build (for HAR and the coverage test)."""
-        index = self.index
-        if self._stats is None or self._stats[0] != index.build_id:
-            self._stats = (index.build_id, TermStats.of_chunks(index.chunks))
-        return self._stats[1]
+        return self._of_build("_stats", lambda index: TermStats.of_chunks(index.chunks))
 
     @property
     def homophones(self) -> Homophones:
         """The served build's vocabulary by sound, for growers' pinyin-keyboard slips (绣病 → 锈病)."""
-        index = self.index
-        if self._homophones is None or self._homophones[0] != index.build_id:
-            texts = [f"{c.section}\n{c.text}" for c in index.chunks]
-            self._homophones = (index.build_id, Homophones.of_passages(texts, self.tokenizer))
-        return self._homophones[1]
+        return self._of_build("_homophones", lambda index: Homophones.of_passages(
+            [f"{c.section}\n{c.text}" for c in index.chunks], self.tokenizer))
 
     def spelled(self, question: str) -> tuple[str, tuple[Correction, ...]]:
         """The question with its keyboard slips put right (节顶 → 截顶), and what was put right."""
@@ -151,7 +154,7 @@ class Engine:
             result = self._follow_topic(result, self._previous_docs(history, options))
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
-        return replace(result, timings_ms=timings, corrections=tuple((c.typed, c.meant) for c in corrections))
+        return replace(result, timings_ms=timings, corrections=corrections)
 
     def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                   always: bool = False) -> Retrieval:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from .history import topic_strength
 from .lexical import Tokenizer
@@ -226,8 +226,13 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     return _unheld("防治药剂", _ASKED_REMEDY.search(question), _REMEDY, question, hits, tokenizer, stats)
 
 
-def _unheld(missing: str, ask: re.Match | None, figure: re.Pattern | _PlacesNamed | _CodesBesides, question: str,
-            hits: Sequence[Hit],
+class _Figure(Protocol):
+    """What an anchored test looks for in a sentence: a pattern, or a test of its own (_PlacesNamed, _CodesBesides)."""
+
+    def search(self, sentence: str, /) -> object: ...
+
+
+def _unheld(missing: str, ask: re.Match | None, figure: _Figure, question: str, hits: Sequence[Hit],
             tokenizer: Tokenizer, stats: TermStats) -> str:
     """`missing` when the question makes the `ask` and no sentence of the evidence matching `figure` holds
     MIN_AMOUNT_SUPPORT of the question's anchors beside it (`_support`); "" otherwise, or when nothing is asked."""
@@ -243,8 +248,6 @@ _DAYS_ASKED = r"(?:几|好多|多少)\s*(?:天|日|周|个?星期|个?礼拜)"
 _ASKED_STAGE = re.compile(_STAGE + r"[^。？?！!]{0,20}?" + _DAYS_ASKED + "|" + _DAYS_ASKED + r"[^，,。？?]{0,6}?" + _STAGE)
 _STAGE_SPAN = re.compile(_STAGE + r"[^，,；;。]{0,15}?\d[\d.–~～-]*\s*(?:天|日|周|d(?![a-z]))"
                          r"|\d[\d.–~～-]*\s*(?:天|日|周)[^，,；;。]{0,10}?" + _STAGE)
-
-
 _STAGE_NAMES = {"孵": "孵化", "化蛹": "蛹期", "蛹": "蛹期", "长成": "发育"}  # what the refusal calls the stage asked
 
 
@@ -266,8 +269,9 @@ _CONTROL = re.compile(r"防治|防控|药剂|农药|杀菌剂|杀虫剂|倍液|�
 
 
 def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
-    """"香蕉枯萎病的防治方法" when the question asks how to treat or control a named pest or disease and no sentence of the evidence states a
-    control measure beside at least MIN_AMOUNT_SUPPORT of its words (and beside the name it asks of); "" otherwise."""
+    """"香蕉枯萎病的防治方法" when the question asks how to treat or control a named pest or disease and no sentence
+    of the evidence states a control measure beside at least MIN_AMOUNT_SUPPORT of its words (and beside the name it
+    asks of); "" otherwise."""
     named = [t for t in tokenizer.entities(question) if t in tokenizer.names and _PEST_OR_DISEASE.search(t)]
     if not named:
         return ""  # 咋个防雨水冲, 提前咋个防 (霜): frost and erosion have measures of their own
@@ -364,7 +368,7 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
-             figures: Sequence[re.Pattern | _PlacesNamed]) -> float:
+             figures: Sequence[_Figure]) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
     a sentence matching it has beside it; the smallest of these (every figure asked must be stated), or 1.0 when the
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
@@ -406,7 +410,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     if any(_declined(ask, figure, own[ask], anchors, [s for s, _, _ in windows]) for ask, figure in zip(asked, figures)):
         return 0.0
 
-    def share(ask: str, sentence: str, around: str, paragraph: str, figure: re.Pattern | _PlacesNamed) -> float:
+    def share(ask: str, sentence: str, around: str, paragraph: str, figure: _Figure) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
             return 0.0
         # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose, and
@@ -431,11 +435,12 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 _DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没有统一的?(?:标准|规定)|无统一标准|按(?:产品)?标签|按说明书")
 
 
-def _declined(ask: str, figure: re.Pattern | _PlacesNamed, clause: str, anchors: Sequence[tuple[str, list[str], float]],
+def _declined(ask: str, figure: _Figure, clause: str, anchors: Sequence[tuple[str, list[str], float]],
               sentences: Sequence[str]) -> bool:
     """Whether the evidence declines the figure asked: every sentence holding the rarest word of the asking clause
-    (of the question, when that clause has none) says the KB gives none (不作统一规定, 按标签) and states no figure of the kind itself. Its neighbours' figures are
-    then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…不作统一规定)."""
+    (of the question, when that clause has none) says the KB gives none (不作统一规定, 按标签) and states no figure of
+    the kind itself. Its neighbours' figures are then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…
+    不作统一规定)."""
     ranked = sorted(anchors, key=lambda a: -a[2])
     own = [(w, forms) for w, forms, _ in ranked if w in clause] or [(w, forms) for w, forms, _ in ranked]  # 有没得个比例
     if not own:

@@ -133,6 +133,11 @@ def test_what_disease_and_falling_ill_name_no_disease(sample_engine):
     assert unknown_topic("咖啡得了白粉病咋办？", corpus, synonyms) == "粉病"  # powdery mildew: no key maps it
 
 
+# processing_regulation.txt's honey process: 7.2 names 红蜜、黑蜜 and declines their figures; 7.1 and 7.3 state others
+HONEY = ("7.1 鲜果脱皮后带着果胶直接上床干燥，摊晒厚度 2～3 cm。7.2 生产上常按成品外观习惯称为黄蜜、红蜜、黑蜜等，本文件不作统一规定。"
+         "7.3 干燥终点含水率为 10%～12%。")
+
+
 def _passages(*texts: str, section: str = "") -> list[Hit]:
     return [Hit(Chunk("0" * 8, i, "x.md", "x", section, t, 0, len(t)), 1.0) for i, t in enumerate(texts)]
 
@@ -386,12 +391,18 @@ def test_what_a_description_names_need_only_stand_in_the_figures_paragraph(sampl
     assert unanchored_remedy("老树根上长满疙瘩，说是根结线虫，用啥子药灌根？", other, tok, stats) == "防治药剂"
 
 
-def test_a_classifier_before_a_disease_word_names_no_disease(sample_engine):
-    """查一回病虫: 回 counts the visits (as 次, 遍 do); 回病 is no disease the KB lacks."""
-    text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
-    assert unknown_topic("多久要去园子里查一回病虫？", text, synonyms) == ""
-    assert unknown_topic("雨季要查几遍病虫？", text, synonyms) == ""
-    assert unknown_topic("园子里的咖啡得了猝死病咋个整？", text, synonyms) == "死病"
+@pytest.mark.parametrize("question, unknown", [
+    # 查一回病虫: 回 counts the visits (as 次, 遍 do); 回病 is no disease the KB lacks
+    ("多久要去园子里查一回病虫？", ""),
+    ("雨季要查几遍病虫？", ""),
+    ("园子里的咖啡得了猝死病咋个整？", "死病"),
+    # 鸡瘟 is a disease by its head character as 锈病 is; 黑枝小蠹 a bark beetle the KB lacks beside its 果小蠹
+    ("放养的鸡打瞌睡、拉绿屎，是不是鸡瘟？", "鸡瘟"),
+    ("枝条上好多针尖大的小孔，是不是黑枝小蠹？", "枝小蠹"),
+    ("咖啡果小蠹咋个防？", ""),
+])
+def test_a_name_is_read_by_its_head_and_a_classifier_before_it_names_nothing(sample_engine, question, unknown):
+    assert unknown_topic(question, sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms) == unknown
 
 
 def test_growers_words_and_abbreviations_map_onto_the_kbs(sample_engine):
@@ -542,21 +553,11 @@ def test_a_forecast_heard_or_a_things_name_is_no_forecast_or_person_asked(hits, 
     assert missing_fact("上回来讲课的那个专家叫啥名字？", hits) == "人名"
 
 
-def test_a_plague_or_a_bark_beetle_the_kb_never_names_is_unknown(sample_engine):
-    """鸡瘟 is a disease by its head character as 锈病 is; 黑枝小蠹 a bark beetle the KB lacks beside its 果小蠹."""
-    text, synonyms = sample_engine.index.corpus_text, sample_engine.tokenizer.synonyms
-    assert unknown_topic("放养的鸡打瞌睡、拉绿屎，是不是鸡瘟？", text, synonyms) == "鸡瘟"
-    assert unknown_topic("枝条上好多针尖大的小孔，是不是黑枝小蠹？", text, synonyms) == "枝小蠹"
-    assert unknown_topic("咖啡果小蠹咋个防？", text, synonyms) == ""
-
-
 def test_a_figure_the_kb_declines_or_another_chemicals_dose_answers_no_amount(sample_engine):
     """7.2 names 红蜜、黑蜜 and says 本文件不作统一规定: its neighbours' figures (7.1's, 7.3's) are about something else.
     噻嗪酮 1000–1500 倍液，或螺虫乙酯等…按标签浓度使用 doses 噻嗪酮, not 螺虫乙酯; 99% 矿物油 is the oil's own."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    honey = _passages("7.1 鲜果脱皮后带着果胶直接上床干燥，摊晒厚度 2～3 cm。"
-                      "7.2 生产上常按成品外观习惯称为黄蜜、红蜜、黑蜜等，本文件不作统一规定。"
-                      "7.3 干燥终点含水率为 10%～12%。")
+    honey = _passages(HONEY)
     assert unanchored_amount("红蜜跟黑蜜各要留好多比例的果胶？", honey, tok, stats) == "具体数字"
     assert unanchored_amount("蜜处理的豆子晒到含水率好多比例算干？", honey, tok, stats) == ""
     scale = _passages("药剂防治：可用 25% 噻嗪酮可湿性粉剂 1000–1500 倍液，或螺虫乙酯等对天敌较安全的药剂，按标签浓度使用。"
@@ -593,9 +594,7 @@ def test_how_to_treat_a_named_disease_needs_a_control_measure_beside_it(sample_e
 def test_is_there_a_ratio_asks_one(sample_engine):
     """有没得个比例 asks the ratio as 好多比例 does; 7.2 declines it for red and black honey."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    honey = _passages("7.1 鲜果脱皮后带着果胶直接上床干燥，摊晒厚度 2～3 cm。"
-                      "7.2 生产上常按成品外观习惯称为黄蜜、红蜜、黑蜜等，本文件不作统一规定。"
-                      "7.3 干燥终点含水率为 10%～12%。")
+    honey = _passages(HONEY)
     assert unanchored_amount("红蜜和黑蜜到底各要留好多果胶？有没得个比例", honey, tok, stats) == "具体数字"
 
 
