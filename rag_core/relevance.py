@@ -156,7 +156,8 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # of that kind standing beside what the question asks it about, not by any such number in the passages: "澳洲坚果扛得住
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
-          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|季",
+          # seasons count years too (至少 3 个收获季 answers 要看几年)
+          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季",
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
@@ -193,6 +194,7 @@ _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
 
 
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
+_A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
 
 
 def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -203,10 +205,12 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
              else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
-            # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask.
+            # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more
+            # (要不要多买几棵: whether to is asked).
             if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
-            and not (m.group(0).startswith("几") and _WISH.search(question[max(0, m.start() - 5):m.start()]))]
+            and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
+                                                       or _A_FEW_MORE.search(question[:m.start()])))]
     if not asks or not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]

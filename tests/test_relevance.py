@@ -621,3 +621,18 @@ def test_the_very_year_a_shop_or_another_code_must_be_stated(hits, sample_engine
     lines = _passages("卡蒂姆是卡杜拉与蒂莫尔杂种杂交后选育出的品种群，包括多个品系，云南种植的主要是CIFC 7963等品系。")
     assert unanchored_code("卡蒂姆除了CIFC 7963，云南还种了哪几个品系编号？", lines, tok, stats) == "具体编号"
     assert unanchored_code("云南种的卡蒂姆主要是哪个品系编号？", lines, tok, stats) == ""
+
+
+def test_a_few_more_asks_no_amount_and_seasons_are_a_time(sample_engine):
+    """多买几棵, 多灌几回 say "a few more": the question asks whether to, not how many (prepared seedlings are given as a
+    share of the planted ones, watering is given by month). 要看几年 is answered by 至少 3 个收获季: a season is a
+    span of time."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    spare = _passages("应按定植株数的 5 %～10 % 准备同龄预备苗。定植后 15 d～30 d 应逐株检查成活情况，缺株及时补植。")
+    assert unanchored_amount("买苗子的时候要不要多买几棵备起补缺？种下去以后隔好久去查活没活？", spare, tok, stats) == ""
+    assert unanchored_amount("一亩要准备几棵预备苗？", spare, tok, stats) == "具体数字"  # how many is asked
+    water = _passages("12月至翌年1月花芽尚未充分发育时大水灌溉，可能引起零星开花，使花期不整齐。")
+    assert unanchored_amount("听人讲冬月腊月给咖啡多灌几回大水，来年花开得好，是不是这样嘛？", water, tok, stats) == ""
+    trial = _passages("新品种试种面积宜控制在1～2亩或全园的10%以内，单独成片，连续记录至少3个收获季的生长、开花、成熟期、产量、锈病和寒害情况。",
+                      section="新品种引进试种")
+    assert unanchored_amount("合作社想引个新品种来试下，头一回种好多面积合适？要看几年才敢扩大？", trial, tok, stats) == ""
