@@ -40,7 +40,7 @@ _SCOPE = re.compile(
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|小蠹|病|瘟|菌|液|灵)")
-_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看")  # 啥子病, 遭病, 查一回病虫, 查病虫: grammar
+_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看说讲")  # 啥子病, 遭病, 查一回病虫, 查病虫, 说病叶率: grammar
 
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
@@ -614,8 +614,11 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
 
 _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, nrfg: transliterated names (卡布奇诺)
 # Growers' grammar, not a topic, wherever jieba cuts it: 遭 as the passive (遭虫, 遭灾: "by insects", "hit by a
-# disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, and months (八九月份).
-_GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$")
+# disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, months (八九月份), and
+# a verb done once (试一下, 看一哈).
+_GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$|一[下哈]$")
+# a doubled character whose single character is a word (虫虫, 筋筋, 杆杆): a growers' diminutive of it, no name (蝈蝈)
+_DOUBLED = re.compile(r"^(.)\1$")
 # a word jieba cut out of a question word or demonstrative and what follows it (咋个数法 → 咋/个数/法: 个数 is no topic)
 _QUESTION_WORD_TAIL = re.compile(r"[咋哪这那几啥][个样]")
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
@@ -633,13 +636,15 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     into single characters (啶/虫/脒, 沃/柑) when the joined characters read like a name and the KB lacks them."""
     tagged = tokenizer.tagged(question)
     out = []
-    at = 0
+    at, before = 0, ""
     for word, flag in tagged:
         at += len(word)
+        after_amount, before = before == "m" and word[0] in _UNIT_KIND, flag  # 好多/天才: the unit asked, glued to 才
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
-                or word in tokenizer.stopwords:
+                or word in tokenizer.stopwords or after_amount:
             continue
-        if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]):
+        if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
+                or _DOUBLED.match(word) and tokenizer.general_frequency(word[0]) >= MIN_WORD_FREQ:
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
@@ -720,7 +725,8 @@ def unknown_latin_name(question: str, corpus_text: str) -> str:
 
 OTHER_CROP_SHARE = 0.015  # a crop the KB names in at most this share of passages is mentioned beside coffee, not taught
 _BESIDE_COFFEE = re.compile(r"荫蔽|遮荫|遮阴|间作|间种|套种|混种")  # the crop's role beside coffee
-_PLANTED_BESIDE = re.compile(r"(?:种|栽|套种|间种|间作|混种|种上|种点)$")
+# planted (种, 栽; 点 as growers sow maize and beans: 点几行苞谷, not 一点/有点 = a little), a quantity between
+_PLANTED_BESIDE = re.compile(r"(?:种|栽|(?<![一有])点|套种|间种|间作|混种|种上|种点)(?:[几一两三四五六\d]+[行亩片块窝棵株塘排])?$")
 
 
 def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -742,7 +748,7 @@ def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     for word, start in words:
         crop = word[:-1] if word.endswith("树") else word  # 芒果树 is a 芒果 tree; 幼树, 荫蔽树 are no crop
         if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树")
-                and not _PLANTED_BESIDE.search(question[max(0, start - 3):start])
+                and not _PLANTED_BESIDE.search(question[max(0, start - 5):start])
                 and stats.share(crop) <= OTHER_CROP_SHARE and (stats.known(crop) or tokenizer.general_frequency(crop))
                 and not any(e != word and e not in word and 0 <= question.find(e) < start for e in entities)):
             return word

@@ -636,3 +636,25 @@ def test_a_few_more_asks_no_amount_and_seasons_are_a_time(sample_engine):
     trial = _passages("新品种试种面积宜控制在1～2亩或全园的10%以内，单独成片，连续记录至少3个收获季的生长、开花、成熟期、产量、锈病和寒害情况。",
                       section="新品种引进试种")
     assert unanchored_amount("合作社想引个新品种来试下，头一回种好多面积合适？要看几年才敢扩大？", trial, tok, stats) == ""
+
+
+def test_growers_grammar_and_everyday_words_are_no_unknown_topic(sample_engine):
+    """试一下 (V一下: do it once), 虫虫 and 筋筋 (a doubled character: a diminutive), 好多天才 (jieba glues the unit
+    of an asked amount to 才) are grammar; 下地 (going to the field) and 甲壳虫 (any beetle) are everyday words the
+    synonym table maps; 技术员说病叶率 names no 说病. None is what the question is about."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("想晓得那块地排水好不好，有没得啥子土办法试一下？", tok, stats) == ""
+    assert unknown_focus("叶子背面顺到筋筋两边巴起好多绿绿的扁虫虫，叶子果子上还糊起一层黑灰灰，咋个治？", tok, stats) == ""
+    assert unknown_focus("蜜处理的豆子摊开晒，要晒好多天才算干？", tok, stats) == ""
+    assert unknown_focus("旱季病虫少，还要下地去查么？隔好久查一回", tok, stats) == ""
+    assert unknown_focus("园子头飞来一种黑褐色的甲壳虫，背上有黄白色的花道道，这是哪样虫？", tok, stats) == ""
+    text, synonyms = sample_engine.index.corpus_text, tok.synonyms
+    assert unknown_topic("技术员说病叶率到5%就要打药，这个病叶率咋个算嘛", text, synonyms) == ""
+    assert unknown_focus("蝈蝈咋个养？", tok, stats) != ""  # a name that is a doubled character is a name
+
+
+def test_maize_dibbled_between_the_rows_is_planted_beside_coffee(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert other_crop("截了干以后行间空出来了，点几行苞谷要得不？", tok, stats) == ""
+    assert other_crop("苞谷叶子发黄，缺哪样肥？", tok, stats) != ""
+    assert other_crop("吃一点玉米要得不？", tok, stats) != ""
