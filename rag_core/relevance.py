@@ -403,13 +403,18 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         return 0.0 if any(named.values()) else 1.0
     total = sum(weight for _, _, weight in anchors)
     windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
+    named_anywhere = names(question)
     for h in hits:
         text = _with_column_units(h.chunk.text)
         spans = sentence_spans(text)
         sentences = [text[a:b] for a, b in spans]
         paragraphs = _paragraphs(text)
+        # a heading that names what the question names (咖啡炭疽病的防治方法) makes the passage's lines one account of it:
+        # 黑果 two list items up identifies the spraying line's 间隔 10–15 天 as well as its own paragraph would
+        about = any(term in h.chunk.section for term in named_anywhere)
         windows += [(s, h.chunk.section + "".join(sentences[max(0, i - 1):i + 2]),
-                     h.chunk.section + next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), ""))
+                     h.chunk.section + (text if about else
+                                        next((p for start, p in reversed(paragraphs) if start <= spans[i][0]), "")))
                     for i, s in enumerate(sentences)]
     if any(_declined(ask, figure, own[ask], anchors, [s for s, _, _ in windows]) for ask, figure in zip(asked, figures)):
         return 0.0
@@ -424,9 +429,11 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
             return 0.0
         if named_elsewhere[ask] and not all(term in around for term in named_elsewhere[ask]) and (
                 # each in the paragraph at least, and there not beside a figure of another name (卡蒂姆以 CIFC 7963 等
-                # 品系为主 gives Catimor's line, not Sarchimor's)
+                # 品系为主 gives Catimor's line, not Sarchimor's); a chemical named there is what is sprayed, no other
+                # subject (a named chemical's own dose is the test above)
                 not all(term in paragraph for term in named_elsewhere[ask])
-                or any(term not in question for term in names(sentence) if term in tokenizer.names)):
+                or any(term not in question for term in names(sentence)
+                       if term in tokenizer.names and not _REMEDY.search(term))):
             return 0.0
         return sum(w for word, forms, w in anchors
                    if any(f in around or word not in own[ask] and f in paragraph for f in forms)) / total

@@ -658,3 +658,17 @@ def test_maize_dibbled_between_the_rows_is_planted_beside_coffee(sample_engine):
     assert other_crop("截了干以后行间空出来了，点几行苞谷要得不？", tok, stats) == ""
     assert other_crop("苞谷叶子发黄，缺哪样肥？", tok, stats) != ""
     assert other_crop("吃一点玉米要得不？", tok, stats) != ""
+
+
+def test_a_heading_that_names_the_subject_makes_its_lines_one_account(sample_engine):
+    """Under 咖啡炭疽病的防治方法, the spraying line's 间隔 10–15 天，连喷 2–3 次 is anthracnose's, although 黑果 (named
+    in the question's other clause) stands two lines up: the heading names what every line is about. Without such a
+    heading, lines are separate paragraphs, as before."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    lines = ("1. 增强树势：合理施肥、适度荫蔽、控制挂果量。\n2. 清除病残：剪除病枝、摘除黑果，带出园外烧毁或深埋。\n"
+             "3. 保护伤口：冰雹、霜冻后先剪除伤枝，再及时喷铜制剂保护伤口。\n"
+             "4. 药剂防治：发病初期喷 0.5%–1% 波尔多液；病害较重时，可选用咪鲜胺等内吸性药剂，按标签浓度使用，"
+             "并与铜制剂交替，间隔 10–15 天，连喷 2–3 次。")
+    question = "炭疽病黑果多的时候，药要隔几天打一回，连打几回？"
+    assert unanchored_amount(question, _passages(lines, section="咖啡炭疽病的防治方法"), tok, stats) == ""
+    assert unanchored_amount(question, _passages(lines, section="病害的防治方法"), tok, stats) == "具体数字"
