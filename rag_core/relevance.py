@@ -103,10 +103,11 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       r"|(?:人|士|师|员|专家|老板|他|她)[^，,。？?]{0,10}?(?:叫什么名字|叫啥名字|叫啥子名字|名字叫)"),
      re.compile(r"先生|女士|博士|教授|专家")),
     # at home, for oneself, or for the cup: roasting, grinding, brewing and drinking are past the green bean, where
-    # this manual stops
-    ("家庭烘焙和冲煮", re.compile(r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
+    # this manual stops; not whether a defective bean may be drunk (霉豆能不能自己喝), which its grading answers
+    ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))[\s\S]*?(?:"
+                          r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
-                          r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"),
+                          r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷))"),
      re.compile(r"(?!)")),
     # how much coffee a person may drink, and what it does to health: the cup is past the green bean too (杯测 tastes
     # a cup to grade beans, and 生豆霉了还能喝吗 asks about a defect, which the manual has: neither asks this)

@@ -672,3 +672,11 @@ def test_a_heading_that_names_the_subject_makes_its_lines_one_account(sample_eng
     question = "炭疽病黑果多的时候，药要隔几天打一回，连打几回？"
     assert unanchored_amount(question, _passages(lines, section="咖啡炭疽病的防治方法"), tok, stats) == ""
     assert unanchored_amount(question, _passages(lines, section="病害的防治方法"), tok, stats) == "具体数字"
+
+
+def test_whether_a_defective_bean_is_safe_is_a_defect_question(hits):
+    """霉豆能不能自己喝 asks whether a mouldy bean harms, which the grading manual's defects answer (霉变豆…可产生赭曲霉毒素
+    等有害物质); 自家的豆子咋个煮 asks how to brew, which no passage does."""
+    assert missing_fact("霉了的咖啡豆有没得毒哦，挑出来的霉豆能不能自己喝", hits) == ""
+    assert missing_fact("虫蛀的豆子自己留着喝要得不？", hits) == ""
+    assert missing_fact("自家的豆子咋个煮来喝？", hits) == "家庭烘焙和冲煮"
