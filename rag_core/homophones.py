@@ -38,11 +38,12 @@ class Correction(NamedTuple):
 class Homophones:
     """The build's vocabulary keyed by its pinyin (tones too); `correct` puts a question's one-character slips right."""
 
-    def __init__(self, vocabulary: Iterable[str], corpus_text: str):
+    def __init__(self, vocabulary: Iterable[str], corpus_text: str, corpus_words: Iterable[str] = ()):
         from pypinyin import Style, lazy_pinyin, pinyin
 
-        self._pinyin, self._style = pinyin, Style.TONE3
+        self._pinyin, self._lazy, self._style = pinyin, lazy_pinyin, Style.TONE3
         self._corpus = corpus_text
+        self._words = frozenset(corpus_words)  # the passages' words as cut: 挖定 (of 挖定植穴) is a piece, no word
         self._by_sound: dict[tuple[str, ...], list[str]] = {}
         for word in dict.fromkeys(vocabulary):
             if MIN_LEN <= len(word) <= MAX_LEN and _hanzi(word):
@@ -58,7 +59,7 @@ class Homophones:
         vocabulary = [t for t in tokenizer.lexicon if t in corpus] + [
             w for w, n in counts.items() if n >= MIN_COUNT and tokenizer.general_frequency(w) == 0
             and len(tagged := tokenizer.tagged(w)) == 1 and tagged[0][1] in _TOPICAL]  # 截顶; not 越重 (越/重)
-        return cls(vocabulary, corpus)
+        return cls(vocabulary, corpus, counts)
 
     def _readings(self, ch: str) -> tuple[str, ...]:
         return tuple(self._pinyin(ch, style=self._style, heteronym=True)[0])
@@ -98,13 +99,18 @@ class Homophones:
         return "".join(out), tuple(corrections)
 
     def _no_word(self, word: str, tokenizer: Tokenizer) -> bool:
+        """A tagger's "word" that is none: rare in general Chinese, no lexicon term, and no word of the passages (the
+        question's 挖定/值穴 cut around 定值穴 is in the text of 挖定植穴, but no passage has it as a word)."""
         return (len(word) > 1 and tokenizer.general_frequency(word) < MIN_WORD_FREQ and word not in tokenizer.lexicon_set
-                and word not in self._corpus)
+                and word not in (self._words or self._corpus))
 
     def _meant(self, run: str) -> str | None:
         readings = [self._readings(ch) for ch in run]
+        typed = self._lazy(run, style=self._style)  # what the keyboard was given: the slip's own common reading (种 is
+        #                                             zhong, not the surname's chong: 哪种枝 is no slip for 虫枝)
         candidates = {w for sound in itertools.islice(itertools.product(*readings), 64)
                       for w in self._by_sound.get(sound, ())
                       if sum(a != b for a, b in zip(w, run)) == 1
+                      and all(a == b or sound[k] == typed[k] for k, (a, b) in enumerate(zip(w, run)))
                       and not any(a != b and (a in _FUNCTION or b in _FUNCTION) for a, b in zip(w, run))}
         return next(iter(candidates)) if len(candidates) == 1 else None
