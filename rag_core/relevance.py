@@ -94,6 +94,9 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           r"(?:哪里|哪儿|哪点|哪个(?:苗圃|店|地方|厂|公司|市场|网站|合作社))[^，,。？?]{0,6}?卖(?![钱价])|"
                           r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|怎么买|咋个?买|如何买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
+    # tax, invoices, contracts and the law: the manual teaches growing and processing, none of them
+    ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉"),
+     None),  # None: the asked word itself must be there
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     # the very year (具体是哪一年): a century or a decade (十九世纪末) is no answer to it
     ("具体年份", re.compile(r"具体[^，,。？?]{0,8}?(?:哪年|哪一年|几几年|哪个年份)"), re.compile(r"\d{4}\s*年")),
@@ -181,7 +184,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十]
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(多长时间|多久|好久)"
-                         r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之几)"
+                         r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之(?:几|好多|多少))"
                          r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)")  # pH 降到好多: a pH figure
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
@@ -450,15 +453,19 @@ _DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没�
 def _declined(ask: str, figure: _Figure, clause: str, anchors: Sequence[tuple[str, list[str], float]],
               sentences: Sequence[str]) -> bool:
     """Whether the evidence declines the figure asked: every sentence holding the rarest word of the asking clause
-    (of the question, when that clause has none) says the KB gives none (不作统一规定, 按标签) and states no figure of
-    the kind itself. Its neighbours' figures are then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…
+    (of the question, when that clause has none), or the rarest word of the question, says the KB gives none
+    (不作统一规定, 按标签) and states no figure of the kind itself. Its neighbours' figures are then about something else (7.1's and 7.3's, beside 7.2's 红蜜、黑蜜…
     不作统一规定)."""
     ranked = sorted(anchors, key=lambda a: -a[2])
     own = [(w, forms) for w, forms, _ in ranked if w in clause] or [(w, forms) for w, forms, _ in ranked]  # 有没得个比例
     if not own:
         return False
-    holding = [s for s in sentences if any(f in s for f in own[0][1])]
-    return bool(holding) and all(_DECLINES.search(s) and not figure.search(s) for s in holding)
+    # the asking clause's rarest word, and the question's (红蜜、黑蜜，脱皮的时候要留百分之好多的果胶: what it is of)
+    for forms in {own[0][0]: own[0][1], ranked[0][0]: ranked[0][1]}.values():
+        holding = [s for s in sentences if any(f in s for f in forms)]
+        if holding and all(_DECLINES.search(s) and not figure.search(s) for s in holding):
+            return True
+    return False
 
 
 _JUST_BEFORE = re.compile(r"[^，,；;、。或和与及]{0,4}")  # 99% 矿物油; not 1000 倍液，或螺虫乙酯
@@ -813,6 +820,9 @@ def animal_care(question: str, tokenizer: Tokenizer) -> str:
     return ""
 
 
+_FIGHT = r"(?:防|治|杀|赶|灭|驱|打)"
+
+
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """What the question is about that the knowledge base never mentions, when that is most of what it names
     ("" otherwise): a question naming a word the knowledge base has never seen, and little that it knows well,
@@ -830,6 +840,10 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
              or tokenizer.general_frequency(w) >= MIN_WORD_FREQ and re.search(re.escape(w) + "(?:树|苗)", question)]
     if named:  # an agrochemical, pest or crop the KB never names: it cannot say how to use, fight or grow it
         return named[0]
+    fought = [w for w in unknown if tokenizer.general_frequency(w) >= MIN_WORD_FREQ
+              and re.search(_FIGHT + re.escape(w), question)]
+    if fought:  # how to keep off or kill a thing the KB never names (防松鼠, 赶野猪)
+        return fought[0]
     measured = [w for w in unknown if tokenizer.general_frequency(w) >= MIN_WORD_FREQ  # a word (not 张有病 of 好多张有病)
                 and _MEASURE_ASKED.search(question.replace(w, "\0"))]
     if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in

@@ -680,3 +680,16 @@ def test_whether_a_defective_bean_is_safe_is_a_defect_question(hits):
     assert missing_fact("霉了的咖啡豆有没得毒哦，挑出来的霉豆能不能自己喝", hits) == ""
     assert missing_fact("虫蛀的豆子自己留着喝要得不？", hits) == ""
     assert missing_fact("自家的豆子咋个煮来喝？", hits) == "家庭烘焙和冲煮"
+
+
+def test_tax_contracts_a_percentage_and_an_unknown_thing_to_fight_are_not_the_manuals(hits, sample_engine):
+    """要交哪些税、开发票, a lease's 合同: the manual teaches growing and processing, not tax or law. 百分之好多 asks a share
+    as 百分之几 does. 防松鼠: how to fight a thing the knowledge base never names."""
+    assert missing_fact("我们合作社卖生豆给加工厂，要交哪些税，开发票咋个整", hits) == "税费和合同"
+    assert missing_fact("租了别人家的地种咖啡，合同到期了地上的咖啡树算哪个的？", hits) == "税费和合同"
+    assert missing_fact("生豆交给加工厂，含水率要好多？", hits) == ""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    honey = _passages(HONEY)
+    assert unanchored_amount("蜜处理的黄蜜、红蜜、黑蜜，脱皮的时候分别要留百分之好多的果胶？", honey, tok, stats) == "具体数字"
+    assert unknown_focus("咖啡果子一红就被松鼠啃，天天来偷，有哪样办法防松鼠", tok, stats) == "松鼠"
+    assert unknown_focus("咖啡锈病咋个防？", tok, stats) == ""
