@@ -327,19 +327,28 @@ def unanchored_lifespan(question: str, hits: Sequence[Hit], tokenizer: Tokenizer
 # "哪几个县已经发现了": which counties, prefectures or townships, which the evidence must name beside what the question
 # asks it of; not 哪些地方 (which spots: 低洼地、风口), a kind of place the manual describes.
 _ASKED_PLACE = re.compile(r"哪(?:几|一)?个(?:县|州|市|乡|镇|地州)|哪些(?:县|州|市|乡|镇|地州)")
-_PLACE_SUFFIX = re.compile(r"[\u4e00-\u9fff]{2,4}(?:县|州|市|乡|镇)(?![\u4e00-\u9fff]{0,1}(?:级|场|民|面|政))")
+# a place by its suffix (孟连县, 德宏州); not 主产州, 同一个县, 上市, 市场, 县级
+_PLACE_SUFFIX = re.compile(r"[\u4e00-\u9fff]{2,4}(?<![产个各全本该外邻每上])(?:县|州|市|乡|镇)"
+                           r"(?![\u4e00-\u9fff]{0,1}(?:级|场|民|面|政))")
+_BELOW_PREFECTURE = re.compile(r"县|乡|镇")
 
 
 class _PlacesNamed:
     """A sentence names places: one with an administrative suffix (孟连县), or two places jieba tags (普洱、临沧),
     other than the asker's own and the province every passage is about (one tag alone may be a mistake: 亚科)."""
 
-    def __init__(self, question: str, tokenizer: Tokenizer, stats: TermStats):
+    def __init__(self, question: str, tokenizer: Tokenizer, stats: TermStats, ask: re.Match | None = None):
         self.question, self.tokenizer, self.stats = question, tokenizer, stats
+        # a county inside a place the question names (普洱下面哪个县): only a county's own name answers; the places a
+        # passage lists beside that place (普洱、临沧、保山) are its peers
+        named = {w for w, flag in tokenizer.tagged(question) if flag == "ns" and stats.share(w) <= ANCHOR_SHARE}
+        self.inside = bool(ask and _BELOW_PREFECTURE.search(ask.group(0)) and named)
 
     def search(self, sentence: str) -> bool:
         if any(m.group(0) not in self.question for m in _PLACE_SUFFIX.finditer(sentence)):
             return True
+        if self.inside:
+            return False
         places = {w for w, flag in self.tokenizer.tagged(sentence) if flag == "ns" and len(w) >= 2
                   and w not in self.question and self.stats.share(w) <= ANCHOR_SHARE}
         return len(places) >= 2
@@ -348,8 +357,8 @@ class _PlacesNamed:
 def unanchored_place(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体地名" when the question asks which administrative places and no sentence of the evidence names them
     beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; "" otherwise."""
-    return _unheld("具体地名", _ASKED_PLACE.search(question), _PlacesNamed(question, tokenizer, stats), question, hits,
-                   tokenizer, stats)
+    ask = _ASKED_PLACE.search(question)
+    return _unheld("具体地名", ask, _PlacesNamed(question, tokenizer, stats, ask), question, hits, tokenizer, stats)
 
 
 # "锰含量好多算正常", "铜、锰正常该是好多": a nutrient's content, which the evidence must state for that element (锌约
@@ -549,6 +558,7 @@ def _clauses(question: str) -> list[str]:
 
 
 _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一年要除几回草): jieba's cut of a modal and a verb
+# (and a particle's: 洗干净了要阴干 cuts 了要)
 
 
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
@@ -559,7 +569,7 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     out = {}
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
-                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word):
+                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的":
             continue
         mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
         forms = ([word] if stats.known(word) else []) + mapped

@@ -693,3 +693,15 @@ def test_tax_contracts_a_percentage_and_an_unknown_thing_to_fight_are_not_the_ma
     assert unanchored_amount("蜜处理的黄蜜、红蜜、黑蜜，脱皮的时候分别要留百分之好多的果胶？", honey, tok, stats) == "具体数字"
     assert unknown_focus("咖啡果子一红就被松鼠啃，天天来偷，有哪样办法防松鼠", tok, stats) == "松鼠"
     assert unknown_focus("咖啡锈病咋个防？", tok, stats) == ""
+
+
+def test_which_county_inside_a_named_place_is_not_answered_by_its_peers(sample_engine):
+    """普洱下面哪个县 asks for a place inside 普洱: a sentence that lists 普洱 beside 临沧 and 保山 names its peers, not
+    its counties; one naming a county (孟连县) answers, and so does the peers' list where no place is named."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    grown = _passages("云南咖啡的主产州（市）为普洱、临沧、保山、德宏和西双版纳，其中普洱的种植面积居全省首位；",
+                      "文山、红河、怒江、大理等地也有较小规模种植。")
+    assert unanchored_place("普洱下面哪个县咖啡种得最多？思茅还是孟连", grown, tok, stats) == "具体地名"
+    assert unanchored_place("云南哪几个地州咖啡种得最多？", grown, tok, stats) == ""
+    counties = _passages("普洱的孟连县、江城县咖啡种植面积最大。")
+    assert unanchored_place("普洱下面哪个县咖啡种得最多？", counties, tok, stats) == ""
