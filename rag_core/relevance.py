@@ -862,6 +862,42 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
 
 
+# The document says it presents something else (本文介绍的是…, 本文件不涉及…) right after naming what the question asks
+# about: 近年 SCA 推出了新的咖啡价值评估体系…。本文介绍的是长期通用的百分制杯测表.
+_SCOPED_OUT = re.compile(r"本文件?(?:介绍的是|只介绍|仅介绍|主要介绍|不涉及|不包括|不适用|不讨论|不展开)")
+
+
+def scoped_out(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, top: int = 3) -> str:
+    """"<what it names>的细节" when the evidence sentence holding the most of the question's anchors (IDF-weighted,
+    the only one to hold that much) is followed by the document's own word that it presents something else; ""
+    otherwise."""
+    anchors = _anchors(question, tokenizer, stats, [])
+    best: tuple[float, list[str], int] | None = None
+    tied = False
+    for h in hits[:top]:
+        sentences = [h.chunk.text[a:b] for a, b in sentence_spans(h.chunk.text)]
+        for i, sentence in enumerate(sentences):
+            weight = sum(w for _, forms, w in anchors if any(f in sentence for f in forms))
+            if best is None or weight > best[0]:
+                best, tied = (weight, sentences, i), False
+            elif weight == best[0]:
+                tied = True
+    if best is None or tied or not best[0]:
+        return ""
+    _, sentences, i = best
+    if _SCOPED_OUT.search(sentences[i]) or i + 1 >= len(sentences) or not _SCOPED_OUT.search(sentences[i + 1]):
+        return ""
+    # named by the run of held words around the rarest (价值评估体系), not by every word the sentence shares
+    held = sorted((question.find(word), word, w) for word, forms, w in anchors if any(f in sentences[i] for f in forms))
+    k = max(range(len(held)), key=lambda j: held[j][2])
+    first = last = k
+    while first > 0 and held[first - 1][0] + len(held[first - 1][1]) >= held[first][0]:
+        first -= 1
+    while last + 1 < len(held) and held[last][0] + len(held[last][1]) >= held[last + 1][0]:
+        last += 1
+    return question[held[first][0]:held[last][0] + len(held[last][1])] + "的细节"
+
+
 def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text: str,
            stats: TermStats | None = None, asked: str | None = None) -> Coverage:
     """`question` is what was searched (rewritten from the history for a follow-up); `asked`, when given, is the
@@ -881,5 +917,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
                    or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
                    or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
+                   or scoped_out(asked, hits, tokenizer, stats)
                    if stats and asked == question else ""))
     return Coverage(covered=not missing and score >= MIN_COVERAGE, score=score, missing=missing)

@@ -9,7 +9,7 @@ from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_lifespan, unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
-                                unknown_words, unstated_element)
+                                unknown_words, scoped_out, unstated_element)
 
 
 @pytest.fixture(scope="module")
@@ -705,3 +705,15 @@ def test_which_county_inside_a_named_place_is_not_answered_by_its_peers(sample_e
     assert unanchored_place("云南哪几个地州咖啡种得最多？", grown, tok, stats) == ""
     counties = _passages("普洱的孟连县、江城县咖啡种植面积最大。")
     assert unanchored_place("普洱下面哪个县咖啡种得最多？", counties, tok, stats) == ""
+
+
+def test_what_the_document_says_it_leaves_out_is_not_answered(sample_engine):
+    """近年 SCA 推出了新的咖啡价值评估体系…。本文介绍的是…百分制杯测表: the sentence that best matches the question
+    is followed by the document's own word that it presents something else, so how the new form scores is not in it;
+    the 100-point form, which it does present, is answered."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    cupping = _passages("SCA 百分制杯测表共有 10 个评分项目：干湿香、风味、余韵、酸质、醇厚度、一致性、平衡感、干净度、甜度和综合评价。",
+                        "近年 SCA 推出了新的咖啡价值评估体系，各地收购方和比赛采用的表格可能不同。本文介绍的是长期通用、生产上最常见的百分制杯测表。")
+    assert scoped_out("听说SCA出了个新的咖啡价值评估体系，那个是咋个打分的？", cupping, tok, stats) == "价值评估体系的细节"
+    assert scoped_out("SCA杯测表一共打几项分？", cupping, tok, stats) == ""
+    assert scoped_out("SCA杯测表是不是百分制？", cupping, tok, stats) == ""
