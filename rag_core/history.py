@@ -206,7 +206,8 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # (咖啡锈病, 旋皮天牛) says what the conversation is now about, and its domain terms come first. Not after "咋办": that reply says what to do, and its terms are not a name for the user's words.
     # Asked what it is (是啥病？是哪样虫？), the reply's name is the topic now and the description only what led to it:
     # 这个虫一般哪几个月最凶 after 叶背趴着绿色扁扁的小虫，是哪样虫 searches 咖啡绿蚧's season, not the description
-    # passage again. Only described (天气预报说后天寒潮过了就转晴), the user's words still say what it is about.
+    # passage again. So too when the user only described it and the reply's opening says what it is (听起来是咖啡锈病):
+    # the name alone. Only told (天气预报说后天寒潮过了就转晴), the user's words still say what it is about.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
     reply = _last(recent, "assistant")[:REPLY_CHARS]
@@ -215,7 +216,12 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     elif not any(t in tokenizer.names for t in carried) and _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and _names_topic(e, stats)][:REPLY_CARRIED]
-        carried[:] = named if named and _WHAT_IS_IT.search(_last(recent, "user")) else named + carried
+        if _WHAT_IS_IT.search(_last(recent, "user")):
+            carried[:] = named or carried
+        elif (diagnosis := _diagnosis(reply, named)) in tokenizer.names:
+            carried[:] = [diagnosis]
+        else:
+            carried[:] = named + carried
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
@@ -224,6 +230,18 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
 
 _WHAT_IS_IT = re.compile(r"是(?:啥|什么|哪样|哪种)|(?:啥|什么|哪样)(?:病|虫|毛病|原因|东西)|咋回事|怎么回事|为啥|为什么")
 _ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|好多|几|能不能|要不要|得不得")
+
+
+# the reply's opening clause says what the user described is: 这是咖啡褐眼斑病, 多半是旋皮天牛, 听起来是咖啡锈病
+_OPENING_CLAUSE = re.compile(r"^[^，,。；;！!？?]*")
+
+
+def _diagnosis(reply: str, named: Sequence[str]) -> str:
+    """What the reply's opening clause says the user's description is (the first of `named` after its 是 or 像), or
+    ""."""
+    opening = _OPENING_CLAUSE.match(reply).group(0)
+    at = max(opening.find("是"), opening.find("像"))
+    return next((e for e in named if at >= 0 and opening.find(e, at) > at), "")
 
 
 def _last(turns: Sequence[Turn], role: str) -> str:

@@ -676,3 +676,17 @@ def test_a_question_naming_no_domain_term_is_also_read_in_the_conversations_cont
     # a question naming a domain term, or two words rare in everyday Chinese, is searched as asked (as alone)
     assert not names_little_of_its_own("咖啡锈病怎么防治？", tok, stats)
     assert not names_little_of_its_own("湿法加工发酵要多长时间？", tok, stats)
+
+
+def test_a_reply_that_says_what_a_description_is_gives_the_topic_alone(sample_engine):
+    """Only described (叶子背后一团团橙黄色的粉…), and the reply opens by naming a disease (听起来是咖啡锈病): the next
+    question asks about the disease, and the description words would only find the description passage again.
+    A reply that names no pest or disease in its opening (寒潮过后…) leaves the user's words in."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    history = [Turn("user", "我家咖啡叶子背后起了一团团橙黄色的粉，手一摸就沾一手黄"),
+               Turn("assistant", "听起来是咖啡锈病，叶背的橙黄色粉状孢子堆是识别它最可靠的特征。")]
+    rewritten = carry_topic("要打哪样药？兑好多倍", history, tok, 2, stats)
+    assert rewritten.startswith("咖啡锈病 ") and "孢子堆" not in rewritten and "橙黄色" not in rewritten, rewritten
+    told = [Turn("user", "天气预报说后天寒潮过了就转晴，我家咖啡在1600米。"),
+            Turn("assistant", "寒潮过后转晴的头一两个晚上最容易打霜，要提前准备好熏烟材料。")]
+    assert "寒潮" in carry_topic("烟堆要摆几个？", told, tok, 2, stats)
