@@ -180,7 +180,8 @@ class Engine:
     def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                keep: int, names_topic: bool) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
-        opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too; when
+        opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too, the best
+        of each reading leading (那接穗要从哪种枝子上剪 after 老铁皮卡: the Typica passage, then the grafting one); when
         none of the passages a question naming its own topic finds alone lies in the documents of the previous
         question ("那鸡粪能直接撒到地里不？" after pruning), it opens a new topic the way people talk: its own passages
         first, `keep` of the follow-up's. (What a question naming little finds alone says nothing either way.)"""
@@ -192,8 +193,8 @@ class Engine:
             evidence = _first_of_each(n, alone.evidence[: n - keep], followed.evidence[:keep],
                                       alone.evidence, followed.evidence)
         else:
-            evidence = _first_of_each(n, followed.evidence[: n - keep], alone.evidence[:keep],
-                                      followed.evidence, alone.evidence)
+            evidence = _first_of_each(n, followed.evidence[:1], alone.evidence[:1], followed.evidence[: n - keep],
+                                      alone.evidence[:keep], followed.evidence, alone.evidence)
         timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
         return replace(followed, evidence=evidence, timings_ms=timings)
 

@@ -690,3 +690,13 @@ def test_a_reply_that_says_what_a_description_is_gives_the_topic_alone(sample_en
     told = [Turn("user", "天气预报说后天寒潮过了就转晴，我家咖啡在1600米。"),
             Turn("assistant", "寒潮过后转晴的头一两个晚上最容易打霜，要提前准备好熏烟材料。")]
     assert "寒潮" in carry_topic("烟堆要摆几个？", told, tok, 2, stats)
+
+
+def test_a_follow_up_that_names_its_own_thing_leads_with_the_best_passage_of_each_reading(sample_engine):
+    """那接穗要从哪种枝子上剪 after 老铁皮卡锈病重: read in the conversation it finds the Typica passages first; read alone,
+    the grafting answer (接穗从哪里剪). Both readings' best passages lead and are cited, as for a question that
+    continues the conversation."""
+    history = [Turn("user", "我家有一块老铁皮卡，年年锈病都重得很"),
+               Turn("assistant", "铁皮卡感锈病，锈病控制不住的地块宜换成抗锈品种。")]
+    answer = sample_engine.answer("那接穗要从哪种枝子上剪", history)
+    assert any("接穗从哪里剪" in c.text for c in answer.citations), [c.text[:30] for c in answer.citations]
