@@ -94,6 +94,8 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           r"(?:哪里|哪儿|哪点|哪个(?:苗圃|店|地方|厂|公司|市场|网站|合作社))[^，,。？?]{0,6}?卖(?![钱价])|"
                           r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|怎么买|咋个?买|如何买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
+    # selling online: a shop, a live stream, a platform's checkout (the manual sells to buyers and processors)
+    ("网络销售", re.compile(r"直播|电商|网店|淘宝|抖音|快手|拼多多|微店|小黄车|带货|网上卖|线上卖"), None),
     # tax, invoices, contracts and the law: the manual teaches growing and processing, none of them
     ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉"),
      None),  # None: the asked word itself must be there
@@ -114,7 +116,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
      re.compile(r"(?!)")),
     # how much coffee a person may drink, and what it does to health: the cup is past the green bean too (杯测 tastes
     # a cup to grade beans, and 生豆霉了还能喝吗 asks about a defect, which the manual has: neither asks this)
-    ("喝咖啡与健康", re.compile(r"喝[^，,。？?]{0,6}?(?:几|多少|好多|两三|一两)杯|(?:几|两三|一两)杯咖啡"
+    ("喝咖啡与健康", re.compile(r"喝[^，,。？?]{0,6}?(?:几|多少|好多|两三|一两|[一两三四五六七八九十\d])杯|(?:几|两三|一两)杯咖啡"
                           r"|喝[^，,。？?]{0,8}?(?:血压|身体|健康|孕妇|怀孕|怀娃娃|失眠|心脏|胃)"
                           r"|(?:血压|孕妇|怀孕|怀娃娃|失眠|心脏病)[^，,。？?]{0,10}?喝"),
      re.compile(r"(?!)")),
@@ -166,6 +168,7 @@ _KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length"
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
+          "bundles": "捆",
           "ph": ""}
 _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
 # the number before a unit, where a kind reads it otherwise: 一个 is an article, not a count of things; generations
@@ -178,7 +181,8 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               **dict.fromkeys(("天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟"), "days"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
-              "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets"}
+              "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
+              "捆": "bundles"}
 _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
 _ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
@@ -215,10 +219,32 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])))]
-    if not asks or not hits:
+    if not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]
+    if not asks:
+        return "具体数字" if _declined_bare(question, hits, tokenizer, stats) else ""
     return "具体数字" if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figures) < MIN_AMOUNT_SUPPORT else ""
+
+
+# How much of a thing, in no unit (各要留好多果胶): asked only where the knowledge base declines the figure for it.
+_BARE_AMOUNT = re.compile(_NOT_NEGATED + r"(?:好多|多少)(?=[\u4e00-\u9fff])(?!钱|天|年|次|个|倍)")
+_ANY_NUMBER = re.compile(r"\d")
+
+
+def _declined_bare(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> bool:
+    """Whether the question asks how much of something (好多果胶) that the evidence declines to state (_declined)."""
+    ask = _BARE_AMOUNT.search(question)
+    if not ask:
+        return False
+    evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
+    anchors = [a for a in _anchors(question, tokenizer, stats, [ask.group(0)]) if any(f in evidence for f in a[1])]
+    clause = next((c for c in _clauses(question) if ask.group(0) in c), question)
+    sentences = [_CLAUSE_NUMBER.sub("", h.chunk.text[a:b]) for h in hits for a, b in sentence_spans(h.chunk.text)]
+    return bool(anchors) and _declined(ask.group(0), _ANY_NUMBER, clause, anchors, sentences)
+
+
+_CLAUSE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)*\s*")  # 7.2 of a standard's clause: no figure
 
 
 # "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
@@ -641,9 +667,9 @@ _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, n
 # Growers' grammar, not a topic, wherever jieba cuts it: 遭 as the passive (遭虫, 遭灾: "by insects", "hit by a
 # disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, months (八九月份), and
 # a verb done once (试一下, 看一哈).
-_GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$|一[下哈]$")
-# a doubled character whose single character is a word (虫虫, 筋筋, 杆杆): a growers' diminutive of it, no name (蝈蝈)
-_DOUBLED = re.compile(r"^(.)\1$")
+_GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$|一[下哈]$|^[县乡镇村街寨]上$")  # 县上: at the county
+# a doubled last character (虫虫, 筋筋, 青果果): a growers' diminutive of the word without it, no name (蝈蝈)
+_DOUBLED = re.compile(r"(.)\1$")
 # a word jieba cut out of a question word or demonstrative and what follows it (咋个数法 → 咋/个数/法: 个数 is no topic)
 _QUESTION_WORD_TAIL = re.compile(r"[咋哪这那几啥][个样]")
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a bad segmentation
@@ -669,7 +695,9 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
                 or word in tokenizer.stopwords or after_amount:
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
-                or _DOUBLED.match(word) and tokenizer.general_frequency(word[0]) >= MIN_WORD_FREQ:
+                or _DOUBLED.search(word) and (stats.known(word[:-1])
+                                             or tokenizer.general_frequency(word[:-1]) >= MIN_WORD_FREQ) \
+                or _verb_glued(word, flag, tokenizer):
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
@@ -678,9 +706,17 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
             continue
         out.append(word)
     for run in _single_character_runs(tagged):
-        if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer):
+        if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
+                and not (_DOUBLED.search(run) and stats.known(run[:-1])):  # 青果/果: 青果果
             out.append(run)
     return list(dict.fromkeys(out))
+
+
+def _verb_glued(word: str, flag: str, tokenizer: Tokenizer) -> bool:
+    """A place or person jieba's HMM made of characters and the verb after them (天热撒 of 天热撒碳铵: 天热 + 撒), no
+    name."""
+    return (flag in ("ns", "nr") and len(word) >= 3 and not tokenizer.general_frequency(word)
+            and any(f == "v" for _, f in tokenizer.tagged(word[-1])))
 
 
 def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
@@ -906,7 +942,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     if not hits:
         return Coverage(False, 0.0)
     asked = asked or question
-    score = coverage_score(question, hits, tokenizer)
+    # a follow-up's carried words (冷空气 冷湖 白霜 …) are the previous turn's: its own words may be what the evidence covers
+    score = max(coverage_score(question, hits, tokenizer), coverage_score(asked, hits, tokenizer) if asked != question else 0.0)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats)
                 or other_crops_care(asked, tokenizer, stats) if stats else "") or animal_care(asked, tokenizer)

@@ -717,3 +717,42 @@ def test_what_the_document_says_it_leaves_out_is_not_answered(sample_engine):
     assert scoped_out("听说SCA出了个新的咖啡价值评估体系，那个是咋个打分的？", cupping, tok, stats) == "价值评估体系的细节"
     assert scoped_out("SCA杯测表一共打几项分？", cupping, tok, stats) == ""
     assert scoped_out("SCA杯测表是不是百分制？", cupping, tok, stats) == ""
+
+
+def test_more_growers_words_are_no_unknown_topic(sample_engine):
+    """青果果 and 黄果果 are 青果 and 黄果 said fondly (a doubled last character); 县上 says where, like 高头; 天热撒 is
+    jieba's cut of 天热 and the verb 撒, no place."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("前天下冰雹，青果果打得花里胡哨的，这些果子还要得不？要不要给树追点肥", tok, stats) == ""
+    assert unknown_focus("我们合作社想拿一小块地试种黄果果那种波旁，摘果子的时候有哪样要注意的哦？", tok, stats) == ""
+    assert unknown_focus("县上气象站在1000米，年均温20度，我家地在1600米，大概好多度？", tok, stats) == ""
+    assert unknown_focus("天热撒碳铵要得不", tok, stats) == ""
+
+
+def test_selling_online_and_cups_a_day_are_not_the_manuals(hits):
+    assert missing_fact("想在抖音上直播卖自家的咖啡豆，小黄车咋个开通？", hits) == "网络销售"
+    assert missing_fact("我血压有点高，一天喝两杯咖啡要不要紧哦", hits) == "喝咖啡与健康"
+    assert missing_fact("鲜果卖给哪个加工厂好？", hits) != "网络销售"
+
+
+def test_how_much_in_no_unit_is_refused_where_the_kb_declines_it_and_bundles_are_counted(sample_engine):
+    """好多果胶 asks an amount the KB declines for red and black honey (7.2's clause number is no figure); 好多捆稻草
+    counts bundles, which 5～8 个烟堆 does not state."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unanchored_amount("蜜处理的豆子要留好多果胶？", _passages(HONEY), tok, stats) == ""  # 果胶 stands in 7.1, which declines nothing
+    assert unanchored_amount("蜜处理的黄蜜、红蜜、黑蜜，各要留好多果胶哦", _passages(HONEY), tok, stats) == "具体数字"
+    smoke = _passages("熏烟堆用稻草、秸秆和杂草堆成，每亩设 5～8 个烟堆，寒潮当晚 3 时前后点燃。", section="熏烟防霜")
+    assert unanchored_amount("打霜那晚上要熏烟，一亩地一晚上要烧好多捆稻草才够", smoke, tok, stats) == "具体数字"
+    assert unanchored_amount("熏烟的话一亩要设好多个烟堆？", smoke, tok, stats) == ""
+
+
+def test_a_follow_ups_coverage_is_also_read_in_its_own_words(sample_engine):
+    """那树要是冻了，要等好久才能动剪刀 carries 冷空气 冷湖 白霜 坡脚 from the turn before, which the frost-pruning
+    passage does not use: its own words are covered."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    wait = _passages("咖啡树受冻后，受害部位的边界需要一段时间才能显现。霜冻后应等待 2–4 周，待活组织与死组织界限清楚后再修剪。",
+                     section="受害后的恢复管理 不要急于修剪")
+    asked = "那树要是冻了，要等好久才能动剪刀"
+    coverage = assess("冷空气 冷湖 白霜 坡脚 早上 树要是冻了，要等好久才能动剪刀", wait, tok,
+                      sample_engine.index.corpus_text, stats, asked=asked)
+    assert coverage.covered, coverage
