@@ -30,6 +30,7 @@ _BACK_REFERENCE = re.compile(
 # Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), conditions
 # that continue it ("给苗子打的话，…"), and an action named without its object, which is the last turn's ("撒了以后…",
 # "修好以后…": zero anaphora).
+_DEMONSTRATIVE = re.compile(r"它|这个|那个|这种|那种|这些|那些|这样|那样")
 _LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]"
                               r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)(?:以后|之后|后)")
 # Openings that announce another question ("对了，…", "还有，…", "另外…": by the way): a question so opened that names
@@ -94,7 +95,12 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     follow-up ("那苗圃里的小苗几月份容易得？") and a new question opened the way people talk ("那咖啡锈病怎么防治？") do."""
     q = question.strip()
     strength = topic_strength(q, tokenizer, stats)
-    if _BACK_REFERENCE.search(q):
+    back = _BACK_REFERENCE.search(q)
+    # a demonstrative after clauses that name their own topic points to them (…新的咖啡价值评估体系，那个是咋个打分的？;
+    # not 有没得它, whose own clause is what it is in);
+    # 也是一样, 刚才 and the like compare with the turn before wherever they stand
+    before = re.sub(r"[^，,。；;？?！!]*$", "", q[:back.start()]) if back else ""  # the clauses before its own
+    if back and not (_DEMONSTRATIVE.fullmatch(back.group(0)) and topic_strength(before, tokenizer, stats) >= OWN_TOPIC):
         return QuestionKind("followup", strength, "points back")
     if strength < OWN_TOPIC:
         if len(_clause_words(q, tokenizer)) >= CLAUSE_WORDS:  # "沟边那块地一年到头雾气散不开，闷得很，种咖啡要注意啥？"

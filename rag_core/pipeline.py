@@ -136,6 +136,9 @@ class Engine:
         t = time.perf_counter()
         question, corrections = self.spelled(question)
         spell_ms = (time.perf_counter() - t) * 1000
+        # the earlier questions as they were read (定值穴 → 定植穴): their topic is carried, not a fragment of the slip
+        history = [replace(turn, content=self.spelled(turn.content)[0]) if turn.role == "user" else turn
+                   for turn in history]
         t = time.perf_counter()
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000

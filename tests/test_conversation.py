@@ -700,3 +700,25 @@ def test_a_follow_up_that_names_its_own_thing_leads_with_the_best_passage_of_eac
                Turn("assistant", "铁皮卡感锈病，锈病控制不住的地块宜换成抗锈品种。")]
     answer = sample_engine.answer("那接穗要从哪种枝子上剪", history)
     assert any("接穗从哪里剪" in c.text for c in answer.citations), [c.text[:30] for c in answer.citations]
+
+
+def test_a_back_reference_to_the_questions_own_clause_is_no_follow_up(sample_engine):
+    """…新的咖啡价值评估体系，那个是咋个打分的？: 那个 points to the clause before it, which names its own topic; the
+    question is new, and is refused as it would be alone (the document says it presents the 100-point form instead).
+    A 那个 with nothing named before it still points back."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "听说SCA出了个新的咖啡价值评估体系，那个是咋个打分的？"
+    assert classify(question, tok, stats).kind == "new"
+    assert classify("那个药兑好多倍？", tok, stats).kind == "followup"
+    assert classify("那平时咋个查园子里有没得它？", tok, stats).kind == "followup"  # no clause before its own
+    history = [Turn("user", "咖啡锈病咋个防？"), Turn("assistant", "6～7 月雨季初喷铜制剂保护。")]
+    answer = sample_engine.answer(question, history)
+    assert not answer.covered and not answer.citations, answer.text
+
+
+def test_the_previous_questions_keyboard_slips_are_read_right_before_its_topic_is_carried(sample_engine):
+    """下个月要挖定值穴了 was answered as 定植穴: a follow-up carries 定植穴, not the fragment 挖定 of the typed words."""
+    history = [Turn("user", "下个月要挖定值穴了，穴要挖好大好深？"),
+               Turn("assistant", "定植穴规格为长 60 cm × 宽 60 cm × 深 50 cm～60 cm。")]
+    rewritten = sample_engine.search("那底肥放好多？", history).rewritten_query
+    assert "挖定" not in rewritten and "定植穴" in rewritten, rewritten
