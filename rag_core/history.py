@@ -9,12 +9,13 @@ in most of them ("咖啡") does not.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 from .citations import CANONICAL
-from .generate import EXTRACTIVE_HEADER
+from .generate import EXTRACTIVE_HEADER, NOT_COVERED, NOT_COVERED_TOPIC
 from .lexical import Tokenizer
 from .records import Turn
 from .termstats import TermStats
@@ -195,6 +196,7 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     """The question preceded by the topic terms of the user's recent questions (then of the opening of the reply),
     whatever its kind: `rewrite_query` for a follow-up, and the contextual reading of a new question that continues
     the conversation (`Engine.search`)."""
+    history = _answered(history)  # a question the bot refused found no topic in the knowledge base to continue
     recent = list(history)[-turns:] if turns > 0 else []
     present = set(_content_words(question, tokenizer)) | set(tokenizer.entities(question))
     carried: list[str] = []
@@ -248,6 +250,23 @@ def _diagnosis(reply: str, named: Sequence[str]) -> str:
     opening = _OPENING_CLAUSE.match(reply).group(0)
     at = max(opening.find("是"), opening.find("像"))
     return next((e for e in named if at >= 0 and opening.find(e, at) > at), "")
+
+
+# how the refusals open (抱歉，知识库中没有…), after a note on how a slip was read, if any
+_REFUSAL = os.path.commonprefix([NOT_COVERED, NOT_COVERED_TOPIC])
+_NOTE_CHARS = 40
+
+
+def _answered(history: Sequence[Turn]) -> list[Turn]:
+    """The history without the exchanges the bot refused (the user's question and the refusal after it)."""
+    out: list[Turn] = []
+    for turn in history:
+        if turn.role == "assistant" and _REFUSAL in turn.content[:_NOTE_CHARS]:
+            if out and out[-1].role == "user":
+                out.pop()
+            continue
+        out.append(turn)
+    return out
 
 
 def _last(turns: Sequence[Turn], role: str) -> str:

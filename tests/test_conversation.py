@@ -722,3 +722,15 @@ def test_the_previous_questions_keyboard_slips_are_read_right_before_its_topic_i
                Turn("assistant", "定植穴规格为长 60 cm × 宽 60 cm × 深 50 cm～60 cm。")]
     rewritten = sample_engine.search("那底肥放好多？", history).rewritten_query
     assert "挖定" not in rewritten and "定植穴" in rewritten, rewritten
+
+
+def test_a_question_the_bot_refused_sets_no_topic_for_the_next(sample_engine):
+    """After 新的咖啡价值评估体系…咋个打分 was refused, 那底肥放好多？ carries nothing of it: the knowledge base had no
+    topic there to continue."""
+    refused = sample_engine.answer("听说SCA出了个新的咖啡价值评估体系，那个是咋个打分的？")
+    assert not refused.covered
+    history = [Turn("user", "听说SCA出了个新的咖啡价值评估体系，那个是咋个打分的？"), Turn("assistant", refused.text)]
+    rewritten = sample_engine.search("那底肥放好多？", history).rewritten_query
+    assert "评估" not in rewritten and "体系" not in rewritten, rewritten
+    answer = sample_engine.answer("那底肥放好多？", history)
+    assert answer.citations and "评估" not in answer.citations[0].text, answer.text
