@@ -18,6 +18,12 @@ log = logging.getLogger(__name__)
 EXTRACTIVE_HEADER = "以下内容摘自知识库："
 NOT_COVERED = "抱歉，知识库中没有找到能回答这个问题的内容，我不便凭空作答。建议咨询当地农业技术推广部门或咖啡专业合作社。"
 NOT_COVERED_TOPIC = "抱歉，知识库中没有关于“{topic}”的内容，我不便凭空作答。建议咨询当地农业技术推广部门或咖啡专业合作社。"
+NOT_COVERED_OPENING = "抱歉，知识库中没有"  # how every refusal above opens
+
+
+def is_not_covered(reply: str) -> bool:
+    """Whether a reply is one of the refusals above (after a note on how a keyboard slip was read, if any)."""
+    return NOT_COVERED_OPENING in reply[:40]
 
 
 def not_covered(topic: str = "") -> str:

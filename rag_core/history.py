@@ -9,13 +9,12 @@ in most of them ("咖啡") does not.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 from .citations import CANONICAL
-from .generate import EXTRACTIVE_HEADER, NOT_COVERED, NOT_COVERED_TOPIC
+from .generate import EXTRACTIVE_HEADER, is_not_covered
 from .lexical import Tokenizer
 from .records import Turn
 from .termstats import TermStats
@@ -252,16 +251,11 @@ def _diagnosis(reply: str, named: Sequence[str]) -> str:
     return next((e for e in named if at >= 0 and opening.find(e, at) > at), "")
 
 
-# how the refusals open (抱歉，知识库中没有…), after a note on how a slip was read, if any
-_REFUSAL = os.path.commonprefix([NOT_COVERED, NOT_COVERED_TOPIC])
-_NOTE_CHARS = 40
-
-
 def _answered(history: Sequence[Turn]) -> list[Turn]:
     """The history without the exchanges the bot refused (the user's question and the refusal after it)."""
     out: list[Turn] = []
     for turn in history:
-        if turn.role == "assistant" and _REFUSAL in turn.content[:_NOTE_CHARS]:
+        if turn.role == "assistant" and is_not_covered(turn.content):
             if out and out[-1].role == "user":
                 out.pop()
             continue

@@ -135,10 +135,10 @@ class Engine:
     def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
         t = time.perf_counter()
         question, corrections = self.spelled(question)
-        spell_ms = (time.perf_counter() - t) * 1000
         # the earlier questions as they were read (定值穴 → 定植穴): their topic is carried, not a fragment of the slip
         history = [replace(turn, content=self.spelled(turn.content)[0]) if turn.role == "user" else turn
                    for turn in history]
+        spell_ms = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         rewritten = self.rewrite(question, history, options)
         rewrite_ms = (time.perf_counter() - t) * 1000

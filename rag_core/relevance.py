@@ -230,6 +230,7 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
 # How much of a thing, in no unit (各要留好多果胶): asked only where the knowledge base declines the figure for it.
 _BARE_AMOUNT = re.compile(_NOT_NEGATED + r"(?:好多|多少)(?=[\u4e00-\u9fff])(?!钱|天|年|次|个|倍)")
 _ANY_NUMBER = re.compile(r"\d")
+_CLAUSE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)*\s*")  # 7.2 of a standard's clause: no figure
 
 
 def _declined_bare(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> bool:
@@ -237,14 +238,10 @@ def _declined_bare(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, sta
     ask = _BARE_AMOUNT.search(question)
     if not ask:
         return False
-    evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
-    anchors = [a for a in _anchors(question, tokenizer, stats, [ask.group(0)]) if any(f in evidence for f in a[1])]
+    anchors = _held_anchors(question, hits, tokenizer, stats, [ask.group(0)])
     clause = next((c for c in _clauses(question) if ask.group(0) in c), question)
     sentences = [_CLAUSE_NUMBER.sub("", h.chunk.text[a:b]) for h in hits for a, b in sentence_spans(h.chunk.text)]
     return bool(anchors) and _declined(ask.group(0), _ANY_NUMBER, clause, anchors, sentences)
-
-
-_CLAUSE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)*\s*")  # 7.2 of a standard's clause: no figure
 
 
 # "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
@@ -419,9 +416,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
     its question), which it identifies. A name the asking clause gives must itself stand beside the figure:
     Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands."""
-    evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
-    anchors = [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
-               if any(f in evidence for f in forms)]
+    anchors = _held_anchors(question, hits, tokenizer, stats, asked)
     clauses = _clauses(question)
     own = {ask: next((c for c in clauses if ask in c), question) for ask in asked}  # each ask's own clause
     # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is what
@@ -607,6 +602,14 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     return list(out.values())
 
 
+def _held_anchors(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats,
+                  asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
+    """The question's anchors (`_anchors`) that the evidence, its headings included, uses."""
+    evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
+    return [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
+            if any(f in evidence for f in forms)]
+
+
 def _has_number_in(units: str, evidence: str) -> bool:
     """Whether the evidence states a number in one of `units` (a regex alternation)."""
     return bool(re.search(r"\d\s*(?:万|千|百)?\s*(?:" + units + ")", evidence))
@@ -695,9 +698,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
                 or word in tokenizer.stopwords or after_amount:
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
-                or _DOUBLED.search(word) and (stats.known(word[:-1])
-                                             or tokenizer.general_frequency(word[:-1]) >= MIN_WORD_FREQ) \
-                or _verb_glued(word, flag, tokenizer):
+                or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer):
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
@@ -707,9 +708,15 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         out.append(word)
     for run in _single_character_runs(tagged):
         if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
-                and not (_DOUBLED.search(run) and stats.known(run[:-1])):  # 青果/果: 青果果
+                and not _diminutive(run, tokenizer, stats):  # 青果/果: 青果果
             out.append(run)
     return list(dict.fromkeys(out))
+
+
+def _diminutive(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
+    """A word with its last character doubled (虫虫, 青果果) whose stem is a word of the KB or of general Chinese."""
+    return bool(_DOUBLED.search(word)) and (stats.known(word[:-1])
+                                            or tokenizer.general_frequency(word[:-1]) >= MIN_WORD_FREQ)
 
 
 def _verb_glued(word: str, flag: str, tokenizer: Tokenizer) -> bool:
@@ -943,7 +950,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
         return Coverage(False, 0.0)
     asked = asked or question
     # a follow-up's carried words (冷空气 冷湖 白霜 …) are the previous turn's: its own words may be what the evidence covers
-    score = max(coverage_score(question, hits, tokenizer), coverage_score(asked, hits, tokenizer) if asked != question else 0.0)
+    score = max(coverage_score(question, hits, tokenizer),
+                coverage_score(asked, hits, tokenizer) if asked != question else 0.0)
     # whole words first (阿维菌素, not the 维菌 the character patterns of unknown_topic would name)
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats)
                 or other_crops_care(asked, tokenizer, stats) if stats else "") or animal_care(asked, tokenizer)
