@@ -215,20 +215,27 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     # 这个虫一般哪几个月最凶 after 叶背趴着绿色扁扁的小虫，是哪样虫 searches 咖啡绿蚧's season, not the description
     # passage again. So too when the user only described it and the reply's opening says what it is (听起来是咖啡锈病):
     # the name alone. Only told (天气预报说后天寒潮过了就转晴), the user's words still say what it is about.
+    # The reply's diagnosis leads even where the description had a cultivar or a symptom word (卡蒂姆, 水渍状); a
+    # disorder the lexicon does not list as a name (霜冻, 缺锌) leads the description's words rather than replacing them.
     for text in _topic_chain(list(history), recent, tokenizer, stats):
         carry(text, MAX_CARRIED)
     reply = _last(recent, "assistant")[:REPLY_CHARS]
     if not carried:
         carry(reply, REPLY_CARRIED)
-    elif not any(t in tokenizer.names for t in carried) and _asks_what_it_is(_last(recent, "user")):
+    elif _asks_what_it_is(_last(recent, "user")):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
-                 and _names_topic(e, stats)][:REPLY_CARRIED]
-        if _WHAT_IS_IT.search(_last(recent, "user")):
-            carried[:] = named or carried
-        elif (diagnosis := _diagnosis(reply, named)) in tokenizer.names:
+                 and _names_topic(e, stats)]
+        diagnosis = _diagnosis(reply, named)
+        if diagnosis in tokenizer.names:
             carried[:] = [diagnosis]
+        elif diagnosis:
+            carried[:] = [diagnosis] + carried[: MAX_CARRIED - 1]
+        elif any(t in tokenizer.names for t in carried):
+            pass
+        elif _WHAT_IS_IT.search(_last(recent, "user")):
+            carried[:] = named[:REPLY_CARRIED] or carried
         else:
-            carried[:] = named + carried
+            carried[:] = named[:REPLY_CARRIED] + carried
     if not carried:
         return question
     question = _LEADING_DEMONSTRATIVE.sub("", question) or question  # "那要打什么药" → "要打什么药"
@@ -236,7 +243,8 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
 
 
 _WHAT_IS_IT = re.compile(r"是(?:啥|什么|哪样|哪种)|(?:啥|什么|哪样)(?:病|虫|毛病|原因|东西)|咋回事|怎么回事|为啥|为什么")
-_ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|好多|几|能不能|要不要|得不得")
+# 几 and 好多 ask only with other signs (那几棵, 蚂蚁好多 describe): a question word or a question mark
+_ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|能不能|要不要|得不得")
 
 
 # the reply's opening clause says what the user described is: 这是咖啡褐眼斑病, 多半是旋皮天牛, 听起来是咖啡锈病

@@ -734,3 +734,24 @@ def test_a_question_the_bot_refused_sets_no_topic_for_the_next(sample_engine):
     assert "评估" not in rewritten and "体系" not in rewritten, rewritten
     answer = sample_engine.answer("那底肥放好多？", history)
     assert answer.citations and "评估" not in answer.citations[0].text, answer.text
+
+
+def test_the_diagnosis_a_reply_opens_with_leads_whatever_the_description_said(sample_engine):
+    """The reply opens by saying what the grower's description is (这是咖啡根腐病, 这是遭霜冻了, 这多半是缺锌): that is
+    the conversation's topic. "那几棵" and "蚂蚁好多" describe, they ask nothing; a cultivar or a symptom word in the
+    description (卡蒂姆, 水渍状) is no diagnosis; a disorder the lexicon does not list as a name (霜冻, 缺锌) leads the
+    description's words instead of replacing them."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    for described, reply, question, lead, alone in [
+        ("我家低洼那片有几棵整株叶子发黄打蔫，挖开看根皮是黑的，一撸就掉", "这是咖啡根腐病，多发生在低洼积水的地方。",
+         "已经死了的那些咋整", "咖啡根腐病", True),
+        ("树上蚂蚁好多，爬上爬下的，嫩梢上还有一团团白粉粉", "那是粉蚧，蚂蚁吃它分泌的蜜露。",
+         "有啥子法子不让它们上树？", "粉蚧", True),
+        ("卡蒂姆挂果多的枝条叶子黄了往下掉，枝条从梢头往下干，这是咋回事", "这是咖啡枯枝病，也叫回枯，结果太多引起的。",
+         "要是不管它会咋样？", "咖啡枯枝病", True),
+        ("昨晚降温，今早看低处那片咖啡叶子像开水烫过一样，水渍状的", "这是遭霜冻了，低洼处冷空气沉积，最容易冻。",
+         "那要不要赶紧把那些枝子剪了？", "霜冻", False),
+    ]:
+        rewritten = carry_topic(question, [Turn("user", described), Turn("assistant", reply)], tok, 2, stats)
+        assert rewritten.startswith(lead + " "), rewritten
+        assert (rewritten == f"{lead} {question}") == alone, rewritten
