@@ -83,7 +83,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
     # a coming day or season, a "will it", and weather or the market
     # (not "how can I tell whether it will frost tonight", nor its signs: a method, which the manual has)
-    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看[得不]?出|[咋怎][么个样]?看|知道|预防|防|预报[说讲]|苗头|征兆|兆头|迹象))[\s\S]*?(?:" + _COMING_DAY
+    ("天气和行情预测", re.compile(r"^(?!.*(?:判断|看[得不]?出|[咋怎][么个样]?(?:看|晓得)|知道|预防|防|预报[说讲]|苗头|征兆|兆头|迹象))[\s\S]*?(?:" + _COMING_DAY
                           + r"[^，,。？?]{0,8}?" + _WEATHER_OR_MARKET + _CLAUSE_ASKS + r"|" + _COMING + r"[^，,。？?]{0,12}?(?:"
                           + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,8}?" + _WILL_IT + r")|" + _WEATHER_OR_MARKET
@@ -126,15 +126,18 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂|店|门市|网点)[^，,。？?]{0,3}(?:在哪|哪里|什么地方|啥地方|地址)"),
      re.compile(r"地址|[路街]\d|\d+号")),
 )
+# 几 that asks how many, not a few: 有几棵, 好几天, 十几年, 我们几户, 说几个名字 (name a few), 举几个例子
+_HOW_MANY_JI = r"(?<![有了好这那前头后过十们说讲举列])几"
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
-_TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年|一年)[^，,。？?]{0,12}(?:多少|好多|几)\s*"
-                    r"(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)|(?:多少|好多|几)\s*(户|吨|万吨)")
+_TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年|一年)[^，,。？?]{0,12}(?:多少|好多|"
+                    + _HOW_MANY_JI + r")\s*(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)|(?:多少|好多|" + _HOW_MANY_JI
+                    + r")\s*(户|吨|万吨)")
 _UNIT_FORMS = {"户": "户", "家": "家", "人": "人", "个人": "人", "吨": "吨|t(?![a-z])", "万吨": "吨|t(?![a-z])",
                "公斤": "kg|公斤", "斤": "kg|公斤|斤", "亩": "亩", "万亩": "亩", "公顷": "公顷|hm"}
 
 
 # An amount asked in a physical unit ("零下几度", "一亩收好多公斤", "调几毫米"): the evidence must hold a number in it.
-_AMOUNT = re.compile(r"(?:多少|好多|几)\s*(度|公斤|斤|千克|克|毫升|升|毫米|厘米|公分|万亩|小时|个钟头|个月|尾|头|箱)")
+_AMOUNT = re.compile(r"(?:多少|好多|" + _HOW_MANY_JI + r")\s*(度|公斤|斤|千克|克|毫升|升|毫米|厘米|公分|万亩|小时|个钟头|个月|尾|头|箱)")
 _MASS, _VOLUME, _LENGTH, _TIME = "kg|g(?![a-z])|公斤|斤|克", "L|mL|ml|升|毫升|m³", "mm|cm|毫米|厘米|m(?![a-z²³])", "h(?![a-z])|小时"
 _TEMPERATURE = "°C|℃|度|°"
 _AMOUNT_FORMS = {"度": _TEMPERATURE, "公斤": _MASS, "斤": _MASS, "千克": _MASS, "克": _MASS,  # the same kind of unit:
@@ -184,7 +187,7 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
               "捆": "bundles"}
 _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
-_ASKED_UNIT = re.compile(r"(?:好多|多少|(?<![有了好这那前头后过十])几)\s*("  # not 有几棵, 好几天, 十几年: a few
+_ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*("
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(多长时间|多久|好久)"
@@ -758,7 +761,7 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # the question is about, whatever else it names.
 _CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡]果$")
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
