@@ -3,7 +3,8 @@
 Growers type with a pinyin keyboard, which offers every character of a syllable: 绣病 for 锈病, 节顶 for 截顶, 续水池
 for 蓄水池, 香跟草 for 香根草. Such a word is in no passage, so retrieval misses what it names and the coverage test
 may take it for a topic the knowledge base lacks. A run of the question that the knowledge base never contains, read
-the same (tones too) as one of its words but for one character, is that word: learned from the build's own
+the same (tones too; three characters or more, without tones: 壮果废) as one of its words but for one character, is
+that word: learned from the build's own
 vocabulary (the domain lexicon's terms it uses, and its passages' words that general Chinese lacks: 截顶, 炼苗), not
 from a list of typos. Only a run that stands as whole words of the question and that general Chinese lacks too is
 read as a typo: 今年 is no slip for 近年, nor 花开 for 化开.
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 MIN_LEN, MAX_LEN = 2, 4  # the words looked for: a one-character typo of a two- to four-character word
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a cut around a slip
+LONG_RUN = 3  # a run this long is matched without tones (see Homophones.__init__)
 MIN_COUNT = 2  # a word of the passages counts as vocabulary from this many passages (one may be an OCR slip)
 _TOPICAL = ("n", "nz", "vn", "v", "nr", "ns")  # a word of the passages that names a thing or a practice
 # Grammar, not topic: a typo is a content word's (的/得/地 and 在/再 are grammar's own confusions, never a term's).
@@ -38,7 +40,8 @@ class Correction(NamedTuple):
 class Homophones:
     """The build's vocabulary keyed by its pinyin (tones too); `correct` puts a question's one-character slips right."""
 
-    def __init__(self, vocabulary: Iterable[str], corpus_text: str, corpus_words: Iterable[str] = ()):
+    def __init__(self, vocabulary: Iterable[str], corpus_text: str, corpus_words: Iterable[str] = (),
+                 long_vocabulary: Iterable[str] = ()):
         from pypinyin import Style, lazy_pinyin, pinyin
 
         self._pinyin, self._lazy, self._style = pinyin, lazy_pinyin, Style.TONE3
@@ -48,6 +51,13 @@ class Homophones:
         for word in dict.fromkeys(vocabulary):
             if MIN_LEN <= len(word) <= MAX_LEN and _hanzi(word):
                 self._by_sound.setdefault(tuple(lazy_pinyin(word, style=self._style)), []).append(word)
+        # A run of LONG_RUN characters or more is matched without tones, and against the passages' everyday words
+        # too (气象站): a keyboard offers 废 for fei whatever the tone (壮果废), and two matching characters out of
+        # three leave little to chance; a two-character run ("有鸡" of 养得有鸡, 才种) keeps tones and domain words.
+        self._by_letters: dict[tuple[str, ...], list[str]] = {}
+        for word in dict.fromkeys([*vocabulary, *long_vocabulary]):
+            if LONG_RUN <= len(word) <= MAX_LEN and _hanzi(word):
+                self._by_letters.setdefault(tuple(lazy_pinyin(word, style=Style.NORMAL)), []).append(word)
 
     @classmethod
     def of_passages(cls, texts: Iterable[str], tokenizer: Tokenizer) -> "Homophones":
@@ -56,13 +66,11 @@ class Homophones:
         texts = list(texts)
         corpus = "\n".join(texts)
         counts = Counter(word for text in texts for word in set(tokenizer.words(text)))
+        topical = [w for w, n in counts.items() if n >= MIN_COUNT
+                   and len(tagged := tokenizer.tagged(w)) == 1 and tagged[0][1] in _TOPICAL]  # 截顶; not 越重 (越/重)
         vocabulary = [t for t in tokenizer.lexicon if t in corpus] + [
-            w for w, n in counts.items() if n >= MIN_COUNT and tokenizer.general_frequency(w) == 0
-            and len(tagged := tokenizer.tagged(w)) == 1 and tagged[0][1] in _TOPICAL]  # 截顶; not 越重 (越/重)
-        return cls(vocabulary, corpus, counts)
-
-    def _readings(self, ch: str) -> tuple[str, ...]:
-        return tuple(self._pinyin(ch, style=self._style, heteronym=True)[0])
+            w for w in topical if tokenizer.general_frequency(w) == 0]
+        return cls(vocabulary, corpus, counts, long_vocabulary=topical)
 
     def correct(self, text: str, tokenizer: Tokenizer) -> tuple[str, tuple[Correction, ...]]:
         """The text with each run of whole words that the knowledge base and general Chinese lack replaced by the one
@@ -105,11 +113,14 @@ class Homophones:
                 and word not in (self._words or self._corpus))
 
     def _meant(self, run: str) -> str | None:
-        readings = [self._readings(ch) for ch in run]
-        typed = self._lazy(run, style=self._style)  # what the keyboard was given: the slip's own common reading (种 is
-        #                                             zhong, not the surname's chong: 哪种枝 is no slip for 虫枝)
+        from pypinyin import Style
+
+        style, by_sound = (Style.NORMAL, self._by_letters) if len(run) >= LONG_RUN else (self._style, self._by_sound)
+        readings = [tuple(dict.fromkeys(self._pinyin(ch, style=style, heteronym=True)[0])) for ch in run]
+        typed = self._lazy(run, style=style)  # what the keyboard was given: the slip's own common reading (种 is
+        #                                       zhong, not the surname's chong: 哪种枝 is no slip for 虫枝)
         candidates = {w for sound in itertools.islice(itertools.product(*readings), 64)
-                      for w in self._by_sound.get(sound, ())
+                      for w in by_sound.get(sound, ())
                       if sum(a != b for a, b in zip(w, run)) == 1
                       and all(a == b or sound[k] == typed[k] for k, (a, b) in enumerate(zip(w, run)))
                       and not any(a != b and (a in _FUNCTION or b in _FUNCTION) for a, b in zip(w, run))}

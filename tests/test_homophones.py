@@ -18,6 +18,11 @@ def homophones(sample_engine) -> Homophones:
     ("坡地想种香跟草挡泥巴", "坡地想种香根草挡泥巴"),
     # jieba cuts 挖定/值穴; 挖定 stands in the text of 挖定植穴 but is no word of it
     ("下个月要挖定值穴了，穴要挖好大好深？", "下个月要挖定植穴了，穴要挖好大好深？"),
+    # three characters or more are read without tones (a keyboard offers 废 for fei, 干 for gan), against everyday
+    # words of the passages too (气象站)
+    ("壮果废要不要先施下去？", "壮果肥要不要先施下去？"),
+    ("草干膦打着咖啡叶子会咋个样？", "草甘膦打着咖啡叶子会咋个样？"),
+    ("镇上气像站说一年平均20度，我家那点大概好多度？", "镇上气象站说一年平均20度，我家那点大概好多度？"),
 ])
 def test_a_slip_of_a_kb_word_is_read_as_that_word(homophones, sample_engine, typed, meant):
     corrected, corrections = homophones.correct(typed, sample_engine.tokenizer)
@@ -32,6 +37,8 @@ def test_a_slip_of_a_kb_word_is_read_as_that_word(homophones, sample_engine, typ
     "开花那阵又热又干，花开得像星星一样",  # 花开 is a word
     "咖啡锈病咋个防？",  # nothing to put right
     "接穗要从哪种枝上剪？",  # 种 is typed zhong: its rare reading chong makes no slip for 虫枝
+    "养得有鸡，鸡屎沤好了拿给咖啡，一棵放好多合适？",  # two characters keep tones: 有鸡 (you3 ji1) is no 有机 (ji1)
+    "才种一年的小咖啡树，行间能不能套种玉米？",  # nor 才种 (cai2) a 采种 (cai3)
 ])
 def test_words_and_right_spellings_are_left_alone(homophones, sample_engine, question):
     assert homophones.correct(question, sample_engine.tokenizer) == (question, ())
