@@ -297,9 +297,19 @@ def conversation_text(question: str, history: Sequence[Turn], turns: int = 2) ->
     """A follow-up in plain words, as a sentence encoder reads it: the user's previous question, the opening of the
     reply (without citation tags or the extractive header line), then the question."""
     recent = list(history)[-turns:] if turns > 0 else []
-    previous, reply = _last(recent, "user"), _last(recent, "assistant")
-    reply = CANONICAL.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
+    previous, reply = _last(recent, "user"), plain_reply(_last(recent, "assistant"))
     return " ".join(part.strip() for part in (previous, reply[:REPLY_CHARS], question) if part.strip())
+
+
+def plain_reply(reply: str) -> str:
+    """A reply's words without citation tags or the extractive header line."""
+    return CANONICAL.sub("", reply.split("\n", 1)[1] if reply.startswith(EXTRACTIVE_HEADER) else reply)
+
+
+def last_reply(history: Sequence[Turn]) -> str:
+    """The latest reply, "" when there is none or the bot declined the question (a refusal stood on no passage)."""
+    reply = _last(history, "assistant")
+    return "" if is_not_covered(reply) else reply
 
 
 def inject_history(history: Sequence[Turn], turns: int = 8, chars: int = 800) -> list[Turn]:

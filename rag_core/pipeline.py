@@ -9,19 +9,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from .citations import backfill, validate_citations
+from .citations import CANONICAL, backfill, validate_citations
 from .config import Config
 from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
                        with_control_sections)
-from .history import (carry_topic, classify, conversation_text, inject_history, leans_back, names_little_of_its_own,
-                      rewrite_query)
+from .history import (carry_topic, classify, conversation_text, inject_history, last_reply, leans_back,
+                      names_little_of_its_own, plain_reply, rewrite_query)
 from .homophones import Correction, Homophones
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
 from .llm import ChatModel, LLMError
 from .models import Embedder, Reranker
-from .records import Answer, Hit, Retrieval, Turn
+from .records import Answer, Chunk, Hit, Retrieval, Turn
 from .relevance import assess
 from .retrieve import Channels, Retriever
 from .termstats import TermStats
@@ -33,6 +33,7 @@ CONTINUE_OWN_DOCS = 3  # a new question continues the conversation when its firs
 HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this many of its own passages in the evidence
 UNSURE_MARGIN = math.log(2)  # learned-ranker score gap under which the second passage is cited too (lead_passages)
 BARE_ALONE = 1  # a follow-up only by naming little ("一月份咖啡园的水该咋个管？": no 它, 那…, …呢) keeps its best one
+SAID_AT = 3  # the passage the last reply stood on joins a follow-up's evidence at this rank, unless it is above it
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class Engine:
             result = self._hedge(result, question, history, options, BARE_ALONE, names_topic=False)
         elif kind == "followup":
             result = self._follow_topic(result, self._previous_docs(history, options))
+        if kind != "new":
+            result = self._with_said(result, history, options)
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings, corrections=corrections)
@@ -179,6 +182,35 @@ class Engine:
         evidence = _first_of_each(len(result.evidence), alternating, result.evidence, contextual.evidence)
         timings = {**result.timings_ms, "context": sum(contextual.timings_ms.values())}
         return replace(result, evidence=evidence, timings_ms=timings)
+
+    def _with_said(self, result: Retrieval, history: Sequence[Turn], options: Options) -> Retrieval:
+        """A follow-up often asks another detail of what the last reply stood on (那山上头1700米那块呢 after the
+        harvest dates by altitude: the same table), and often something else (那要咋个处理 after what hail leads to):
+        the reply's passage joins the evidence at SAID_AT (its own score the passage's it displaces, so the margin
+        the citations are chosen by stays the follow-up's), after the follow-up's own two best. At rank 2 it was
+        cited too often where the follow-up asked something else (follow-up F1 over 325: 0.391 against 0.394)."""
+        t = time.perf_counter()
+        chunk = self._said(history, options)
+        timings = {**result.timings_ms, "said": (time.perf_counter() - t) * 1000}
+        evidence = list(result.evidence)
+        if chunk is None or len(evidence) < SAID_AT or any(h.chunk.id == chunk.id for h in evidence[:SAID_AT]):
+            return replace(result, timings_ms=timings)
+        rest = [h for h in evidence if h.chunk.id != chunk.id]
+        rest.insert(SAID_AT - 1, Hit(chunk, evidence[SAID_AT - 1].score, {}))
+        return replace(result, evidence=tuple(rest[: len(evidence)]), timings_ms=timings)
+
+    def _said(self, history: Sequence[Turn], options: Options) -> Chunk | None:
+        """The passage the last reply stood on: its first citation, or the best match for its words (a reply
+        written by hand cites nothing); None after a refusal or with no reply."""
+        reply = last_reply(history)
+        if not reply:
+            return None
+        for docid, number in CANONICAL.findall(reply):
+            if (chunk := self.index.by_id.get(f"{docid}#{number}")) is not None:
+                return chunk
+        words = plain_reply(reply).strip()
+        found = self.retriever.search(words, words, options.channels).evidence if words else ()
+        return found[0].chunk if found else None
 
     def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                keep: int, names_topic: bool) -> Retrieval:

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from rag_core.eval.gold import load_gold
-from rag_core.generate import EXTRACTIVE_HEADER
+from rag_core.generate import EXTRACTIVE_HEADER, not_covered
 from rag_core.history import carry_topic, classify, rewrite_query
+from rag_core.pipeline import Options
 from rag_core.records import Chunk, Hit, Turn
 from rag_core.relevance import missing_fact, unknown_words
 from tests.conftest import SHARED_EVAL
@@ -755,3 +756,22 @@ def test_the_diagnosis_a_reply_opens_with_leads_whatever_the_description_said(sa
         rewritten = carry_topic(question, [Turn("user", described), Turn("assistant", reply)], tok, 2, stats)
         assert rewritten.startswith(lead + " "), rewritten
         assert (rewritten == f"{lead} {question}") == alone, rewritten
+
+
+def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_engine):
+    """要是已经钻到根颈那点了呢 asks another line of the passage the reply paraphrased (天牛: 刮除, 钩杀, 截除; 蛀入根颈的
+    连根挖除). The reply's passage joins the first SAID_AT: found from the reply's words when it cites nothing (a hand
+    written history), from its citation when it has one; the follow-up's own best passage stays first."""
+    from rag_core.pipeline import SAID_AT
+
+    stood_on = next(c for c in sample_engine.index.chunks if "幼虫已蛀入根颈" in c.text and "铁丝钩杀" in c.text)
+    question = "要是已经钻到根颈那点了呢"
+    paraphrased = [Turn("user", "天牛钻进树干里了咋个整？"),
+                   Turn("assistant", "皮下的虫道可以刮掉幼虫，钻进木质部的用铁丝钩出来，被害枝干从虫道下端截掉。")]
+    cited = [paraphrased[0], Turn("assistant", f"以下内容摘自知识库：\n对木质部蛀孔宜用铁丝钩杀幼虫。[{stood_on.id}]")]
+    for history in (paraphrased, cited):
+        evidence = sample_engine.search(question, history).evidence
+        assert stood_on.id in [h.chunk.id for h in evidence[:SAID_AT]], [h.chunk.id for h in evidence]
+    # a refusal stood on no passage
+    refused = [Turn("user", "咖啡期货明天涨不涨？"), Turn("assistant", not_covered("天气和行情预测"))]
+    assert sample_engine._said(refused, Options()) is None
