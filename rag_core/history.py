@@ -42,7 +42,7 @@ _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s
 
 OWN_TOPIC = 2.0  # topic strength at which a question stands alone
 CLAUSE_WORDS = 4  # a question saying this many dictionary words is no ellipsis, even in words the KB lacks
-MAX_CARRIED = 4  # topic terms carried into a follow-up from the user's turns …
+MAX_CARRIED = 2  # topic terms carried into a follow-up from each of the user's turns (4 carried more noise: 叶子, 打伤, 长大)
 REPLY_CARRIED = 2  # … and from the opening of the reply, only when the user's turns name no topic
 CHAIN_TURNS = 2  # a follow-up of a follow-up also carries the topic of up to this many earlier user questions
 GENERAL_FREQ = 2000  # a word this common in general Chinese (时候, 出来, 提前: jieba's dictionary) is not a topic
@@ -152,8 +152,9 @@ def topic_terms(text: str, tokenizer: Tokenizer, stats: TermStats | None, limit:
     """The terms of a turn worth carrying: domain terms first, then nouns specific to a few passages, rarest
     first. Never a word most passages use, nor one the knowledge base does not know."""
     terms = list(tokenizer.entities(text))
+    places = {w for w, flag in tokenizer.tagged(text) if flag == "s"}  # 地里, 园子里: where, not what about
     nouns = [w for w in dict.fromkeys(tokenizer.content_words(text))
-             if len(w) >= 2 and not w.isascii() and tokenizer.general_frequency(w) < GENERAL_FREQ]
+             if len(w) >= 2 and not w.isascii() and tokenizer.general_frequency(w) < GENERAL_FREQ and w not in places]
     for word in sorted(nouns, key=lambda w: (stats.share(w) if stats else 1.0, text.find(w))):
         if word not in terms and not any(word in t for t in terms) and (stats is None or stats.share(word) <= CARRY_SHARE):
             terms.append(word)

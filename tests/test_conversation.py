@@ -775,3 +775,15 @@ def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_
     # a refusal stood on no passage
     refused = [Turn("user", "咖啡期货明天涨不涨？"), Turn("assistant", not_covered("天气和行情预测"))]
     assert sample_engine._said(refused, Options()) is None
+
+
+def test_a_follow_up_carries_the_two_most_specific_terms_of_a_turn_and_no_place_word(sample_engine):
+    """Over 325 labelled follow-ups, two terms a turn found the follow-up's passage more often than four (Hit@5
+    0.744 → 0.761 on one ranker): the third and fourth were words like 叶子, 打伤, 长大 that pull the search back to
+    the description. A locative (地里, jieba's s) says where, not what about."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    rust = [Turn("user", "锈病起来了，叶子背后全是黄粉"), Turn("assistant", "锈病发病期要用内吸性杀菌剂。")]
+    assert carry_topic("那用啥药？隔好久打一回？", rust, tok, 2, stats) == "锈病 黄粉 用啥药？隔好久打一回？"
+    wet = [Turn("user", "今年雨季雨水特别多，咖啡地里老是积水"), Turn("assistant", "雨季要及时排水。")]
+    rewritten = carry_topic("沟要挖好深？", wet, tok, 2, stats)
+    assert "积水" in rewritten and "地里" not in rewritten, rewritten
