@@ -35,7 +35,8 @@ _LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可�
                               r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)(?:以后|之后|后)")
 # Openings that announce another question ("对了，…", "还有，…", "另外…": by the way): a question so opened that names
 # its own topic is a new one, though 还 alone leans back ("还要打几次？").
-_NEW_TOPIC_OPENING = re.compile(r"^(?:对了|还有个?事|还有一?个问题|还有[，,、]|另外|顺便问一?[下问]|换个问题|再问一?个)")
+_NEW_TOPIC_OPENING = re.compile(r"^(?:对了|还有个?事|还有一?个问题|还有[，,、]|另外|顺便问一?[下问]|换个问题|再问一?个"
+                                r"|问个?别的|问一?个事|问一?下别的)")
 # "…呢？" asks "and what about …", relative to what was said before, at the end or before a second clause.
 _WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$|呢[？?]")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")
@@ -106,7 +107,7 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
         if len(_clause_words(q, tokenizer)) >= CLAUSE_WORDS:  # "沟边那块地一年到头雾气散不开，闷得很，种咖啡要注意啥？"
             return QuestionKind("ambiguous", strength, "names little the knowledge base knows, but in a clause of its own")
         return QuestionKind("followup", strength, "names too little of its own")
-    if _NEW_TOPIC_OPENING.search(q):
+    if opens_new_topic(q):
         return QuestionKind("new", strength, "opens another question and names its own topic")
     if (_WHAT_ABOUT.search(q) or _LEANING_OPENING.search(q)) and strength < 2 * OWN_TOPIC:
         if names_the_domain(q, tokenizer, stats):
@@ -136,6 +137,11 @@ def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStat
         return False
     rare = [w for w in _content_words(q, tokenizer) if stats.specific(w) and tokenizer.general_frequency(w) < GENERAL_FREQ]
     return len(rare) < OWN_TOPIC
+
+
+def opens_new_topic(question: str) -> bool:
+    """The question says it is another one (对了，…; 另外…; 问个别的，…)."""
+    return bool(_NEW_TOPIC_OPENING.search(question.strip()))
 
 
 def leans_back(question: str) -> bool:

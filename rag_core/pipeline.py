@@ -14,7 +14,7 @@ from .config import Config
 from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
                        with_control_sections)
 from .history import (carry_topic, classify, conversation_text, inject_history, last_reply, leans_back,
-                      names_little_of_its_own, plain_reply, rewrite_query)
+                      names_little_of_its_own, opens_new_topic, plain_reply, rewrite_query)
 from .homophones import Correction, Homophones
 from .index.layout import Layout
 from .index.store import IndexReader, open_current
@@ -147,7 +147,7 @@ class Engine:
         # a rewritten question is read by the ranker's sentence encoder with the turn it continues, in plain words
         context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
         result = self.retriever.search(question, rewritten, options.channels, context)
-        if kind == "new" and history and options.har:
+        if kind == "new" and history and options.har and not opens_new_topic(question):
             result = self._continue(result, question, history, options,
                                     always=names_little_of_its_own(question, self.tokenizer, self.term_stats))
         elif kind == "ambiguous":

@@ -787,3 +787,15 @@ def test_a_follow_up_carries_the_two_most_specific_terms_of_a_turn_and_no_place_
     wet = [Turn("user", "今年雨季雨水特别多，咖啡地里老是积水"), Turn("assistant", "雨季要及时排水。")]
     rewritten = carry_topic("沟要挖好深？", wet, tok, 2, stats)
     assert "积水" in rewritten and "地里" not in rewritten, rewritten
+
+
+def test_a_question_that_says_it_is_another_ranks_as_alone(sample_engine):
+    """问个别的，… / 还有个事，… : the grower says the question is a new one. It is searched exactly as asked, even
+    when its passages share a document with the previous question's (the contextual reading is for a question that
+    may continue the conversation)."""
+    history = [Turn("user", "冰雹过后咖啡树要打药不"), Turn("assistant", "雹灾后要及时喷铜制剂保护伤口。")]
+    for question in ("问个别的，我家地比县里气象站高600多米，气温大概要低好多？",
+                     "还有个事，从母树上采的种子放得好久？能不能等到明年春天再播"):
+        assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
+        alone = [h.chunk.id for h in sample_engine.search(question).evidence]
+        assert [h.chunk.id for h in sample_engine.search(question, history).evidence] == alone
