@@ -855,6 +855,7 @@ def other_crops_care(question: str, tokenizer: Tokenizer, stats: TermStats) -> s
             for term in tokenizer.entities(clause):
                 where = clause.find(term, at)
                 if (where > at and term not in crop and crop not in term and "咖啡" not in clause[at:where]
+                        and not _BESIDE_COFFEE.search(term)  # 香蕉遮阴: its role beside coffee, not its own care
                         and stats.known(term) and stats.together(crop, term) == 0):
                     return f"{crop}的{term}"
     return ""

@@ -119,6 +119,7 @@ def test_another_crops_own_disease_or_fertiliser_is_not_the_manuals_even_beside_
     assert other_crops_care("套种的澳洲坚果要几年才结果？", tok, stats) == ""
     assert other_crops_care("香蕉树下的咖啡要施多少复合肥？", tok, stats) == ""  # the fertiliser is coffee's
     assert other_crops_care("种了香蕉遮荫，锈病会不会轻一些？", tok, stats) == ""  # rust in its own clause: coffee's
+    assert other_crops_care("咖啡地头套种香蕉遮阴，香蕉离咖啡好远？", tok, stats) == ""  # its role beside coffee
     hits = sample_engine.search(banana).evidence
     coverage = assess(banana, hits, tok, sample_engine.index.corpus_text, stats)
     assert not coverage.covered and "香蕉" in coverage.missing
