@@ -589,15 +589,27 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 # (and a particle's: 洗干净了要阴干 cuts 了要)
 
 
+_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
+_PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
+_THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
+
+
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
              asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
     """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
     and the synonym table's words for a growers' word) and its IDF in the knowledge base."""
     keys = [k for k in tokenizer.synonyms if k in question]
+    # where the grower says they are (我在保山潞江坝，…): their place, not what the figure is of
+    # (我在潞江坝，那边一年平均气温好多度？ asks of the place itself: 那边 points back to it, and it stays)
+    clauses = _clauses(question)
+    home = {w for clause in clauses if _WHERE_I_AM.match(clause)
+            for w, f in tokenizer.tagged(clause) if f == "ns" or w in tokenizer.entities(clause) and _PLACE_WORD.search(w)}
+    if any(_THERE.search(c) or any(w in c for w in home) for c in clauses if not _WHERE_I_AM.match(c)):
+        home = set()
     out = {}
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
-                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的":
+                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home:
             continue
         mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
         forms = ([word] if stats.known(word) else []) + mapped

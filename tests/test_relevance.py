@@ -779,3 +779,15 @@ def test_a_question_in_the_kbs_words_is_not_refused_for_saying_them_its_own_way(
 @pytest.mark.parametrize("question", ["我头疼怎么办", "微信怎么转账", "今天天气不错"])
 def test_a_question_in_no_word_the_kb_uses_is_refused(sample_engine, question):
     assert not sample_engine.answer(question).covered
+
+
+def test_where_the_grower_says_they_are_is_not_what_the_figure_is_of(sample_engine):
+    """我在保山潞江坝，… says where the grower is; the figure asked (一亩…好多方水) is the season's water per mu, which
+    the manual states without the place. A clause that points back to the place (那边, or the place again) asks of
+    it, and the place stays an anchor."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    asked = "我在保山潞江坝，一整个旱季一亩咖啡地大概要准备好多方水？"
+    hits = sample_engine.search(asked).evidence
+    assert unanchored_amount(asked, hits, tok, stats) == ""
+    of_place = "我在潞江坝，潞江坝一亩能收好多斤？"
+    assert unanchored_amount(of_place, sample_engine.search(of_place).evidence, tok, stats) == "具体数字"
