@@ -70,7 +70,7 @@ _COMING = (r"(?:" + _COMING_DAY + r"|近几天|近两天|最近几天|最近两�
 _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|气温|温度|怎么说)"
 # the clause goes on to ask (今晚会不会下霜？下礼拜降温厉害不): 今晚看样子要下霜， and 广播里讲明天有暴雨， tell a forecast
 # heard, then ask what to do about it
-_CLAUSE_ASKS = r"(?=[^，,。；;！!]*?(?:吗|么|嘛|不|没|呢|会|几|多少|好多|啥|什么|哪|[？?]))"
+_CLAUSE_ASKS = r"(?=[^，,。；;！!]*?(?:吗|么|嘛|不|没|呢|会|几|多少|好多|啥|什么|哪|咋样|怎么样|怎样|[？?]))"  # 天气咋样
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
     ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"

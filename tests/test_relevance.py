@@ -37,7 +37,8 @@ def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, questio
 @pytest.mark.parametrize("question", ["今年雨季是早来还是晚来？", "这个月底会不会来寒潮？", "明年咖啡价格会不会涨？",
                                       "下礼拜临沧降温厉害不？", "咖啡价钱明年会不会好点？", "这个礼拜孟连会不会下雨？",
                                       "这星期会不会降温？", "这两天保山会不会打霜？", "过两天还下不下雨？",
-                                      "后天勐海那边有没得霜？", "明年的雨季好久来？会不会来得迟？"])
+                                      "后天勐海那边有没得霜？", "明年的雨季好久来？会不会来得迟？",
+                                      "下个礼拜孟连这边天气咋样，会不会下大雨？"])
 def test_a_forecast_is_never_in_a_manual(hits, question):
     assert missing_fact(question, hits) == "天气和行情预测"
     # wanting to know (想晓得) is still the forecast asked; how to know (咋个晓得) is a method
