@@ -101,7 +101,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # selling online: a shop, a live stream, a platform's checkout (the manual sells to buyers and processors)
     ("网络销售", re.compile(r"直播|电商|网店|淘宝|抖音|快手|拼多多|微店|小黄车|带货|网上卖|线上卖"), None),
     # tax, invoices, contracts and the law: the manual teaches growing and processing, none of them
-    ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉"),
+    ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉|法院|告状|索赔|赔偿|(?:找|叫|要)[他她]赔"),
      None),  # None: the asked word itself must be there
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     # the very year (具体是哪一年): a century or a decade (十九世纪末) is no answer to it

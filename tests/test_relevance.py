@@ -79,6 +79,7 @@ def test_the_other_kinds_of_asked_fact(hits):
     assert missing_fact("我们几户种咖啡的想加入合作社，合作社能帮着做些啥子？", hits) == ""
     assert missing_fact("收果高峰一天好几吨，果子泡在水里放一夜要得不？", hits) == ""
     assert missing_fact("你们合作社几户？", hits) == "统计数字"
+    assert missing_fact("邻居砍树砸坏了我家的咖啡，咋个找他赔？能不能去法院告", hits) == "税费和合同"  # the law
 
 
 def test_names_jieba_splits_into_characters_are_found(sample_engine):
