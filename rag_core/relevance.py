@@ -343,7 +343,8 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
 # How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one
 # (寿命, 存活, 可用 with a number) beside what it is asked of; a beetle's months of emergence or a drip line's flow
 # state none.
-_ASKED_LIFESPAN = re.compile(r"能活|活(?:多久|好久|几天|好多天|多少天|几年|好多年|多少年)|寿命|用得了几年|能用几年|管几年"
+_ASKED_LIFESPAN = re.compile(r"能活|活(?:多久|好久|几天|好多天|多少天|几年|好多年|多少年)|寿命|用得了(?:几|好多|多少)年"
+                             r"|能用(?:几|好多|多少)年|管(?:几|好多|多少)年"
                              r"|用(?:好久|多久)(?:就|才)?(?:要)?换|用得了好久")
 _LIFESPAN = re.compile(r"(?:寿命|存活|可活|能活|可用|能用|使用年限|使用寿命|更换)[^。；;]{0,10}?\d")  # 寿命短，2–4 年后
 

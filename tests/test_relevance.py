@@ -549,6 +549,7 @@ def test_how_long_a_thing_lives_or_lasts_must_be_stated_as_a_lifespan(sample_eng
     assert unanchored_lifespan("天牛成虫从树里头飞出来以后，能活好多天？", season, tok, stats) == "具体寿命"
     flow = _passages("滴灌管铺设在树冠滴水线附近，每个滴头流量 2–4 L/h，滴灌管要定期冲洗。")
     assert unanchored_lifespan("滴灌管铺下去以后，一般用得了几年就要换？", flow, tok, stats) == "具体寿命"
+    assert unanchored_lifespan("滴灌带铺下去一般能用好多年才要换", flow, tok, stats) == "具体寿命"  # 好多年: how many years
     pea = _passages("木豆生长快，可作临时荫蔽，但寿命短，2–4 年后需砍除或更新。")
     assert unanchored_lifespan("木豆种下去能管几年？", pea, tok, stats) == ""
 
