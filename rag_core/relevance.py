@@ -524,6 +524,24 @@ def _doses(sentence: str, chemical: str, figure: re.Pattern, tokenizer: Tokenize
     return False
 
 
+# How much of a chemical, in no unit (草甘膦一桶水兑好多, 波尔多液配多少): a dose of it must stand in the evidence.
+_DOSE_ASKED = re.compile(r"(?:兑|配|对水|放|用|加)\s*(?:好多|多少|几)(?![天年次回遍月号点时])")
+
+
+def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, top: int = 3) -> str:
+    """"<chemical>的用量" when the question asks how much of a chemical it names to mix (兑好多, 配多少) and no sentence
+    of the best evidence states a dose of it (a ratio, mass or volume that is its own: `_doses`); "" otherwise. The
+    knowledge base names 草甘膦 only to warn where it harms coffee: no dose of it is an answer's."""
+    if not _DOSE_ASKED.search(question):
+        return ""
+    chemicals = [t for t in tokenizer.entities(question) if _CHEMISTRY.search(t) and stats.known(t)]
+    sentences = [h.chunk.text[a:b] for h in hits[:top] for a, b in sentence_spans(h.chunk.text)]
+    for chemical in chemicals:
+        if not any(_doses(sentence, chemical, figure, tokenizer) for sentence in sentences for figure in _DOSES):
+            return f"{chemical}的用量"
+    return ""
+
+
 _TABLE_ROW = re.compile(r"^\|(.*)\|\s*$", re.M)
 _PARENTHESES = re.compile(r"[（(]\s*([^）)]{1,8}?)\s*[）)]")
 _UNIT_WORD = re.compile(r"[A-Za-z%‰°℃]|株|棵|丛|亩|次|天|年|月|粒|倍|克|斤|升|米")
@@ -983,6 +1001,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
                    or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
                    or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
+                   or unanchored_dose(asked, hits, tokenizer, stats)
                    or scoped_out(asked, hits, tokenizer, stats)
                    if stats and asked == question else ""))
     in_kb_words = stats is not None and any(stats.known(w) for w in content_words(asked, tokenizer))

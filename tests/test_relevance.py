@@ -7,7 +7,7 @@ import pytest
 
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
-                                unanchored_amount, unanchored_code, unanchored_control, unanchored_lifespan, unanchored_place,
+                                unanchored_amount, unanchored_code, unanchored_control, unanchored_dose, unanchored_lifespan, unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
                                 unknown_words, scoped_out, unstated_element)
 
@@ -794,3 +794,14 @@ def test_where_the_grower_says_they_are_is_not_what_the_figure_is_of(sample_engi
     assert unanchored_amount(asked, hits, tok, stats) == ""
     of_place = "我在潞江坝，潞江坝一亩能收好多斤？"
     assert unanchored_amount(of_place, sample_engine.search(of_place).evidence, tok, stats) == "具体数字"
+
+
+def test_how_much_of_a_chemical_to_mix_needs_a_dose_of_it(sample_engine):
+    """草甘膦一桶水兑好多: the manual names 草甘膦 only to warn where it harms coffee, with no dose; 噻嗪酮 has its own
+    (1000–1500 倍液). How often (兑几次) is no dose."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    warned = _passages("草甘膦是内吸性除草剂，沾到咖啡叶片或绿色树皮上会造成叶片畸形、发黄。")
+    assert unanchored_dose("行间杂草多想打草甘膦，一桶水兑好多", warned, tok, stats) == "草甘膦的用量"
+    dosed = _passages("若虫盛期喷 25% 噻嗪酮可湿性粉剂 1000–1500 倍液，或螺虫乙酯等。")
+    assert unanchored_dose("噻嗪酮一桶水兑好多？", dosed, tok, stats) == ""
+    assert unanchored_dose("草甘膦一年打几次？", warned, tok, stats) == ""
