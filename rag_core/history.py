@@ -96,7 +96,10 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     follow-up ("那苗圃里的小苗几月份容易得？") and a new question opened the way people talk ("那咖啡锈病怎么防治？") do."""
     q = question.strip()
     strength = topic_strength(q, tokenizer, stats)
-    back = _BACK_REFERENCE.search(q)
+    # a demonstrative right after a name is that name's (卡蒂姆这种矮的, 铁皮卡那种老树: such as 卡蒂姆), no pointer back
+    entities = tokenizer.entities(q)
+    back = next((m for m in _BACK_REFERENCE.finditer(q) if not (
+        _DEMONSTRATIVE.fullmatch(m.group(0)) and any(q[:m.start()].endswith(e) for e in entities))), None)
     # a demonstrative after clauses that name their own topic points to them (…新的咖啡价值评估体系，那个是咋个打分的？;
     # not 有没得它, whose own clause is what it is in);
     # 也是一样, 刚才 and the like compare with the turn before wherever they stand

@@ -799,3 +799,11 @@ def test_a_question_that_says_it_is_another_ranks_as_alone(sample_engine):
         assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
         alone = [h.chunk.id for h in sample_engine.search(question).evidence]
         assert [h.chunk.id for h in sample_engine.search(question, history).evidence] == alone
+
+
+@pytest.mark.parametrize("question", ["还有，卡蒂姆这种矮的，一亩地种好多棵合适？", "铁皮卡那种上百年的老咖啡树，云南哪里还留得有？"])
+def test_a_demonstrative_right_after_a_name_is_that_names(sample_engine, question):
+    """卡蒂姆这种矮的 is "a short one like Catimor": the demonstrative belongs to the name before it and points nowhere
+    back; the question names its own topic."""
+    assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
+    assert classify("那种虫钻进去了咋个打药？", sample_engine.tokenizer, sample_engine.term_stats).kind == "followup"
