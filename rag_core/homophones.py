@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 MIN_LEN, MAX_LEN = 2, 4  # the words looked for: a one-character typo of a two- to four-character word
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a cut around a slip
+READ_CACHE = 256  # texts whose reading is remembered (Homophones.correct)
 LONG_RUN = 3  # a run this long is matched without tones (see Homophones.__init__)
 MIN_COUNT = 2  # a word of the passages counts as vocabulary from this many passages (one may be an OCR slip)
 _TOPICAL = ("n", "nz", "vn", "v", "nr", "ns")  # a word of the passages that names a thing or a practice
@@ -38,13 +39,15 @@ class Correction(NamedTuple):
 
 
 class Homophones:
-    """The build's vocabulary keyed by its pinyin (tones too); `correct` puts a question's one-character slips right."""
+    """The build's vocabulary keyed by its pinyin (tones too; without them for LONG_RUN characters or more); `correct`
+    puts a question's one-character slips right."""
 
     def __init__(self, vocabulary: Iterable[str], corpus_text: str, corpus_words: Iterable[str] = (),
                  long_vocabulary: Iterable[str] = ()):
         from pypinyin import Style, lazy_pinyin, pinyin
 
-        self._pinyin, self._lazy, self._style = pinyin, lazy_pinyin, Style.TONE3
+        self._pinyin, self._lazy, self._style, self._letters = pinyin, lazy_pinyin, Style.TONE3, Style.NORMAL
+        self._read: dict[tuple[str, int], tuple[str, tuple[Correction, ...]]] = {}  # recent texts (a history's turns)
         self._corpus = corpus_text
         self._words = frozenset(corpus_words)  # the passages' words as cut: 挖定 (of 挖定植穴) is a piece, no word
         self._by_sound: dict[tuple[str, ...], list[str]] = {}
@@ -57,7 +60,7 @@ class Homophones:
         self._by_letters: dict[tuple[str, ...], list[str]] = {}
         for word in dict.fromkeys([*vocabulary, *long_vocabulary]):
             if LONG_RUN <= len(word) <= MAX_LEN and _hanzi(word):
-                self._by_letters.setdefault(tuple(lazy_pinyin(word, style=Style.NORMAL)), []).append(word)
+                self._by_letters.setdefault(tuple(lazy_pinyin(word, style=self._letters)), []).append(word)
 
     @classmethod
     def of_passages(cls, texts: Iterable[str], tokenizer: Tokenizer) -> "Homophones":
@@ -74,7 +77,16 @@ class Homophones:
 
     def correct(self, text: str, tokenizer: Tokenizer) -> tuple[str, tuple[Correction, ...]]:
         """The text with each run of whole words that the knowledge base and general Chinese lack replaced by the one
-        word of the vocabulary read alike, and what was replaced."""
+        word of the vocabulary read alike, and what was replaced. A conversation's earlier questions are read again
+        with every new one (`Engine.search`): the last READ_CACHE texts are remembered."""
+        key = (text, id(tokenizer))
+        if (read := self._read.get(key)) is None:
+            read = self._read[key] = self._correct(text, tokenizer)
+            if len(self._read) > READ_CACHE:
+                self._read.pop(next(iter(self._read)))
+        return read
+
+    def _correct(self, text: str, tokenizer: Tokenizer) -> tuple[str, tuple[Correction, ...]]:
         # where a run may start and end: between the tagger's words, and inside a "word" that is none, jieba's cut
         # around the slip itself (个续/水池 for 个蓄水池); never inside a real word (今年, 土样 of 送土样)
         starts, ends, at = set(), set(), 0
@@ -113,9 +125,7 @@ class Homophones:
                 and word not in (self._words or self._corpus))
 
     def _meant(self, run: str) -> str | None:
-        from pypinyin import Style
-
-        style, by_sound = (Style.NORMAL, self._by_letters) if len(run) >= LONG_RUN else (self._style, self._by_sound)
+        style, by_sound = (self._letters, self._by_letters) if len(run) >= LONG_RUN else (self._style, self._by_sound)
         readings = [tuple(dict.fromkeys(self._pinyin(ch, style=style, heteronym=True)[0])) for ch in run]
         typed = self._lazy(run, style=style)  # what the keyboard was given: the slip's own common reading (种 is
         #                                       zhong, not the surname's chong: 哪种枝 is no slip for 虫枝)

@@ -1004,5 +1004,6 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    or unanchored_dose(asked, hits, tokenizer, stats)
                    or scoped_out(asked, hits, tokenizer, stats)
                    if stats and asked == question else ""))
-    in_kb_words = stats is not None and any(stats.known(w) for w in content_words(asked, tokenizer))
-    return Coverage(covered=not missing and (score >= MIN_COVERAGE or in_kb_words), score=score, missing=missing)
+    covered = not missing and (score >= MIN_COVERAGE or stats is not None  # in words the knowledge base uses
+                               and any(stats.known(w) for w in content_words(asked, tokenizer)))
+    return Coverage(covered=covered, score=score, missing=missing)
