@@ -108,6 +108,16 @@ def test_another_crop_is_the_question_when_coffee_is_not_named(sample_engine):
     assert other_crop("行距一米五的地能种几棵？", tok, stats) == ""  # a metre is no crop
     assert other_crop("咖啡地里种甘蔗行不行？", tok, stats) == ""  # names coffee
     assert other_crop("腊月间园子头挂过果的大树，放大水漫灌一下要得不？", tok, stats) == ""  # 挂过果: has borne fruit
+    # a doubled character is a diminutive (果果: the coffee cherries), no crop's name
+    assert other_crop("三百棵挂果的树，一棵一千颗左右果果，一亩大概能收好多鲜果？", tok, stats) == ""
+    assert other_crop("果果有好多斤", tok, stats) == ""
+
+
+def test_growers_everyday_words_for_what_the_kb_names_are_no_unknown_focus(sample_engine):
+    """泥巴 (soil), 州市 (a prefecture: the KB's 产区)."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("装营养袋的土咋个配，泥巴跟粪兑好多？", tok, stats) == ""
+    assert unknown_focus("云南哪个州市种咖啡最多？", tok, stats) == ""
 
 
 def test_another_crops_own_disease_or_fertiliser_is_not_the_manuals_even_beside_coffee(sample_engine):
