@@ -168,7 +168,8 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # An amount asked in a unit of some kind (签几年, 隔好久, 打几回, 零下几度, 好多公斤, 一年发几代, 啥子比例) is answered by a number
 # of that kind standing beside what the question asks it about, not by any such number in the passages: "澳洲坚果扛得住
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
-_KINDS = {"mass": _MASS + "|mg|两", "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
+_KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contaminant's limit: no kilogram states it
+          "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
           # seasons count years too (至少 3 个收获季 answers 要看几年)
           "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季",
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
@@ -182,7 +183,7 @@ _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|
 # may be many (一年可繁殖多代 answers 一年几代)
 _NUMBER_OF = {"items": r"(?:\d|[两三四五六七八九十百])[\d.]*\s*(?:万|千|百)?\s*", "generations": r"(?:\d|[一二两三四五六七八九十多])\s*"}
 _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二天"  # how long, in words: 当天采摘的鲜果当天脱皮
-_UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), **dict.fromkeys(("升", "毫升", "方"), "volume"),
+_UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), "微克": "trace", **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
               **dict.fromkeys(("年", "个月", "月", "季"), "time"),
               **dict.fromkeys(("天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟"), "days"),
@@ -796,7 +797,7 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # the question is about, whatever else it names.
 _CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")

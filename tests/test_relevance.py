@@ -458,6 +458,22 @@ def test_more_kinds_of_amount_must_stand_beside_what_is_asked(sample_engine):
     assert unanchored_code("萨奇姆选哪个号的品系好？", lines, tok, stats) == "具体编号"
 
 
+def test_a_contaminants_limit_in_micrograms_is_no_kilogram_figure(sample_engine):
+    """好多微克 asks a trace limit: 生豆 100 kg 晒到 97.8 kg beside the same words states no such figure."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    asked = "生豆里赭曲霉毒素最多好多微克？"
+    drying = _passages("霉变豆可产生赭曲霉毒素等有害物质。", "含水率 12% 的生豆 100 kg，晒到 10% 后约为 97.8 kg。")
+    assert unanchored_amount(asked, drying, tok, stats) == "具体数字"
+    limit = _passages("生豆中赭曲霉毒素 A 不得超过 5 μg/kg。")
+    assert unanchored_amount(asked, limit, tok, stats) == ""
+
+
+def test_tobacco_is_another_crop(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert other_crop("烤烟一般几月份移栽，一亩栽好多棵", tok, stats) == "烤烟"
+    assert other_crop("熏烟防霜要准备些啥", tok, stats) == ""  # smoke against frost, no crop
+
+
 def test_a_name_in_the_asking_sentence_must_stand_in_the_figures_paragraph(sample_engine):
     """戊唑醇打过以后，要隔几天才能采: the days asked are the fungicide's; the picking rounds' 7–10 days are not. A name
     an earlier sentence gave (试种瑰夏。…几年？) sets the scene, and a general rule may answer."""
