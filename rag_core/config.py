@@ -66,6 +66,7 @@ class HistoryConfig:
     ihi_chars: int = 800  # L: clip length per injected turn
     har_llm: bool = True  # let a configured LLM rewrite elliptical questions
     max_age_minutes: float = 180.0  # older turns no longer steer a question (0: no limit)
+    har_ranker: bool = True  # a follow-up's final order by the conversation ranker (rank/conversation.py)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ from .index.store import IndexReader, open_current
 from .lexical import Tokenizer
 from .llm import ChatModel, LLMError
 from .models import Embedder, Reranker
+from .rank import conversation
+from .rank.features import CorpusStats
+from .rank.infer import load_stats
 from .records import Answer, Chunk, Hit, Retrieval, Turn
 from .relevance import assess
 from .retrieve import Channels, Retriever
@@ -58,6 +61,7 @@ class Engine:
     _retriever: Retriever | None = field(default=None, repr=False)
     _retired: Retriever | None = field(default=None, repr=False)
     _stats: tuple[str, TermStats] | None = field(default=None, repr=False)
+    _corpus_stats: tuple[str, CorpusStats] | None = field(default=None, repr=False)
     _homophones: tuple[str, Homophones] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -112,6 +116,11 @@ class Engine:
         return self._of_build("_stats", lambda index: TermStats.of_chunks(index.chunks))
 
     @property
+    def corpus_stats(self) -> CorpusStats:
+        """The served build's document frequencies of its BM25 tokens (IDF for the conversation ranker)."""
+        return self._of_build("_corpus_stats", load_stats)
+
+    @property
     def homophones(self) -> Homophones:
         """The served build's vocabulary by sound, for growers' pinyin-keyboard slips (绣病 → 锈病)."""
         return self._of_build("_homophones", lambda index: Homophones.of_passages(
@@ -134,6 +143,22 @@ class Engine:
                              stats=self.term_stats)
 
     def search(self, question: str, history: Sequence[Turn] = (), options: Options = Options()) -> Retrieval:
+        result, readings = self.read(question, history, options)
+        if readings is None or not self.cfg.history.har_ranker:
+            return result
+        model = conversation.for_ranker(result.reranker)  # trained over this passage ranker's order, or none
+        if model is None:
+            return result
+        t = time.perf_counter()
+        evidence = model.order(readings, self.index.position, self.tokenizer, self.corpus_stats)
+        timings = {**result.timings_ms, "converse": (time.perf_counter() - t) * 1000}
+        timings["total"] = sum(v for k, v in timings.items() if k != "total")
+        return replace(result, evidence=evidence, timings_ms=timings)
+
+    def read(self, question: str, history: Sequence[Turn] = (), options: Options = Options()
+             ) -> tuple[Retrieval, conversation.Readings | None]:
+        """The retrieval in the pipeline's own order and, for a question that continues the conversation, what its
+        readings found (for the conversation ranker, which `search` applies)."""
         t = time.perf_counter()
         question, corrections = self.spelled(question)
         # the earlier questions as they were read (定值穴 → 定植穴): their topic is carried, not a fragment of the slip
@@ -146,21 +171,30 @@ class Engine:
         kind = classify(question, self.tokenizer, self.term_stats).kind if rewritten != question else "new"
         # a rewritten question is read by the ranker's sentence encoder with the turn it continues, in plain words
         context = conversation_text(question, history, self.cfg.history.har_turns) if kind != "new" else ""
-        result = self.retriever.search(question, rewritten, options.channels, context)
+        result = carried = self.retriever.search(question, rewritten, options.channels, context)
+        readings = None
         if kind == "new" and history and options.har and not opens_new_topic(question):
             result = self._continue(result, question, history, options,
                                     always=names_little_of_its_own(question, self.tokenizer, self.term_stats))
-        elif kind == "ambiguous":
-            result = self._hedge(result, question, history, options, HEDGE_ALONE, names_topic=True)
-        elif kind == "followup" and not leans_back(question):
-            result = self._hedge(result, question, history, options, BARE_ALONE, names_topic=False)
-        elif kind == "followup":
-            result = self._follow_topic(result, self._previous_docs(history, options))
-        if kind != "new":
-            result = self._with_said(result, history, options)
+        elif kind != "new":
+            t = time.perf_counter()  # the other readings: the previous question's, the question alone, the reply's
+            docs = self._previous_docs(history, options)
+            alone = self.retriever.search(question, question, options.channels)
+            said = self._said(history, options)
+            result = replace(result, timings_ms={**result.timings_ms, "readings": (time.perf_counter() - t) * 1000})
+            if kind == "ambiguous":
+                result = self._hedge(result, alone, docs, HEDGE_ALONE, names_topic=True)
+            elif not leans_back(question):
+                result = self._hedge(result, alone, docs, BARE_ALONE, names_topic=False)
+            else:
+                result = self._follow_topic(result, docs)
+            result = self._with_said(result, said)
+            if not (kind == "ambiguous" and opens_new(docs, alone)):  # a new topic after all: its own order stays
+                readings = conversation.Readings(question, rewritten, kind, result.evidence, alone.evidence,
+                                                 carried.evidence, said, frozenset(docs))
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
-        return replace(result, timings_ms=timings, corrections=corrections)
+        return replace(result, timings_ms=timings, corrections=corrections), readings
 
     def _continue(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
                   always: bool = False) -> Retrieval:
@@ -183,21 +217,19 @@ class Engine:
         timings = {**result.timings_ms, "context": sum(contextual.timings_ms.values())}
         return replace(result, evidence=evidence, timings_ms=timings)
 
-    def _with_said(self, result: Retrieval, history: Sequence[Turn], options: Options) -> Retrieval:
+    @staticmethod
+    def _with_said(result: Retrieval, chunk: Chunk | None) -> Retrieval:
         """A follow-up often asks another detail of what the last reply stood on (那山上头1700米那块呢 after the
         harvest dates by altitude: the same table), and often something else (那要咋个处理 after what hail leads to):
-        the reply's passage joins the evidence at SAID_AT (its own score the passage's it displaces, so the margin
-        the citations are chosen by stays the follow-up's), after the follow-up's own two best. At rank 2 it was
+        the reply's passage (`chunk`) joins the evidence at SAID_AT (its own score the passage's it displaces, so the
+        margin the citations are chosen by stays the follow-up's), after the follow-up's own two best. At rank 2 it was
         cited too often where the follow-up asked something else (follow-up F1 over 325: 0.391 against 0.394)."""
-        t = time.perf_counter()
-        chunk = self._said(history, options)
-        timings = {**result.timings_ms, "said": (time.perf_counter() - t) * 1000}
         evidence = list(result.evidence)
         if chunk is None or len(evidence) < SAID_AT or any(h.chunk.id == chunk.id for h in evidence[:SAID_AT]):
-            return replace(result, timings_ms=timings)
+            return result
         rest = [h for h in evidence if h.chunk.id != chunk.id]
         rest.insert(SAID_AT - 1, Hit(chunk, evidence[SAID_AT - 1].score, {}))
-        return replace(result, evidence=tuple(rest[: len(evidence)]), timings_ms=timings)
+        return replace(result, evidence=tuple(rest[: len(evidence)]))
 
     def _said(self, history: Sequence[Turn], options: Options) -> Chunk | None:
         """The passage the last reply stood on: its first citation, or the best match for its words (a reply
@@ -212,26 +244,22 @@ class Engine:
         found = self.retriever.search(words, words, options.channels).evidence if words else ()
         return found[0].chunk if found else None
 
-    def _hedge(self, result: Retrieval, question: str, history: Sequence[Turn], options: Options,
-               keep: int, names_topic: bool) -> Retrieval:
+    def _hedge(self, result: Retrieval, alone: Retrieval, docs: set[str], keep: int, names_topic: bool) -> Retrieval:
         """A question that may continue the conversation or open a new topic: read as a follow-up first (a leaning
         opening mostly is one), with the `keep` best passages for the question asked alone in the top 5 too, the best
         of each reading leading (那接穗要从哪种枝子上剪 after 老铁皮卡: the Typica passage, then the grafting one); when
         none of the passages a question naming its own topic finds alone lies in the documents of the previous
         question ("那鸡粪能直接撒到地里不？" after pruning), it opens a new topic the way people talk: its own passages
         first, `keep` of the follow-up's. (What a question naming little finds alone says nothing either way.)"""
-        docs = self._previous_docs(history, options)
         followed = self._follow_topic(result, docs)
-        alone = self.retriever.search(question, question, options.channels)
         n = len(followed.evidence)
-        if names_topic and docs and not docs & {h.chunk.docid for h in alone.evidence}:
+        if names_topic and opens_new(docs, alone):
             evidence = _first_of_each(n, alone.evidence[: n - keep], followed.evidence[:keep],
                                       alone.evidence, followed.evidence)
         else:
             evidence = _first_of_each(n, followed.evidence[:1], alone.evidence[:1], followed.evidence[: n - keep],
                                       alone.evidence[:keep], followed.evidence, alone.evidence)
-        timings = {**followed.timings_ms, "hedge": sum(alone.timings_ms.values())}
-        return replace(followed, evidence=evidence, timings_ms=timings)
+        return replace(followed, evidence=evidence)
 
     def _previous_docs(self, history: Sequence[Turn], options: Options) -> set[str]:
         """The documents of the first FOLLOW_DOCS passages the user's previous question finds (none without one),
@@ -357,6 +385,11 @@ def load_engine(cfg: Config, api_key: str | None = None, with_reranker: bool = T
 
         chat = OpenAIChatModel(cfg.llm, api_key)
     return Engine(cfg, make_tokenizer(cfg), loaded.embedder, loaded.reranker, chat, tuple(warnings))
+
+
+def opens_new(previous_docs: set[str], alone: Retrieval) -> bool:
+    """None of the passages a question finds asked alone lies in the documents the previous question found first."""
+    return bool(previous_docs) and not previous_docs & {h.chunk.docid for h in alone.evidence}
 
 
 def _first_of_each(n: int, *rankings: Sequence[Hit]) -> tuple[Hit, ...]:

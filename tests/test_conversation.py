@@ -761,7 +761,8 @@ def test_the_diagnosis_a_reply_opens_with_leads_whatever_the_description_said(sa
 def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_engine):
     """要是已经钻到根颈那点了呢 asks another line of the passage the reply paraphrased (天牛: 刮除, 钩杀, 截除; 蛀入根颈的
     连根挖除). The reply's passage joins the first SAID_AT: found from the reply's words when it cites nothing (a hand
-    written history), from its citation when it has one; the follow-up's own best passage stays first."""
+    written history), from its citation when it has one; the follow-up's own best passage stays first. That is the
+    pipeline's own order, which the conversation ranker reorders (tests/test_conversation_ranker.py)."""
     from rag_core.pipeline import SAID_AT
 
     stood_on = next(c for c in sample_engine.index.chunks if "幼虫已蛀入根颈" in c.text and "铁丝钩杀" in c.text)
@@ -769,8 +770,8 @@ def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_
     paraphrased = [Turn("user", "天牛钻进树干里了咋个整？"),
                    Turn("assistant", "皮下的虫道可以刮掉幼虫，钻进木质部的用铁丝钩出来，被害枝干从虫道下端截掉。")]
     cited = [paraphrased[0], Turn("assistant", f"以下内容摘自知识库：\n对木质部蛀孔宜用铁丝钩杀幼虫。[{stood_on.id}]")]
-    for history in (paraphrased, cited):
-        evidence = sample_engine.search(question, history).evidence
+    for history in (paraphrased, cited):  # the pipeline's own order (the conversation ranker may reorder it)
+        evidence = sample_engine.read(question, history)[0].evidence
         assert stood_on.id in [h.chunk.id for h in evidence[:SAID_AT]], [h.chunk.id for h in evidence]
     # a refusal stood on no passage
     refused = [Turn("user", "咖啡期货明天涨不涨？"), Turn("assistant", not_covered("天气和行情预测"))]

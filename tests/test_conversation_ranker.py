@@ -1,0 +1,125 @@
+"""The conversation ranker (rag_core/rank/conversation.py): its features, its order, its training, the shipped
+weights, and the pipeline's use of it."""
+import dataclasses
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from rag_core.rank import conversation as conv
+from rag_core.rank.features import CorpusStats
+from rag_core.records import Chunk, Hit, Turn
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _chunk(doc: str, n: int, text: str, section: str = "") -> Chunk:
+    return Chunk(docid=doc, cid=n, doc=f"{doc}.md", title=doc, section=section, text=text, start=0, end=len(text))
+
+
+def _hits(*chunks_and_scores) -> tuple[Hit, ...]:
+    return tuple(Hit(c, s) for c, s in chunks_and_scores)
+
+
+@pytest.fixture()
+def toy(sample_engine):
+    """Five passages of two documents; the reply stood on d1#1."""
+    chunks = [_chunk("d1", 0, "发酵池要用水泥池。", "发酵"), _chunk("d1", 1, "发酵 12～36 小时。", "发酵"),
+              _chunk("d1", 2, "手搓豆子不滑腻即为发酵好了。", "发酵"), _chunk("d2", 0, "晒干到含水率 12%。", "干燥"),
+              _chunk("d2", 1, "晒场要干净。", "干燥")]
+    position = {c.id: i for i, c in enumerate(chunks)}
+    stats = CorpusStats(5, {"发酵": 3, "滑腻": 1, "晒": 2}, 12.0)
+    readings = conv.Readings(
+        question="咋个晓得发好了没得？", carried_query="发酵 咋个晓得发好了没得？", kind="followup",
+        result=_hits((chunks[1], 3.0), (chunks[0], 2.5), (chunks[3], 1.0)),
+        alone=_hits((chunks[3], 2.0), (chunks[2], 1.9), (chunks[4], 0.5)),
+        carried=_hits((chunks[1], 4.0), (chunks[2], 3.0), (chunks[0], 2.0)),
+        said=chunks[1], previous_docs=frozenset({"d1"}))
+    return chunks, position, stats, readings, sample_engine.tokenizer
+
+
+def test_features_say_how_each_passage_stands_to_the_readings_and_the_reply(toy):
+    chunks, position, stats, readings, tok = toy
+    hits, x = conv.feature_rows(readings, position, tok, stats)
+    assert [h.chunk.id for h in hits] == ["d1#1", "d1#0", "d2#0", "d1#2", "d2#1"]  # the pipeline's order first
+    row = {h.chunk.id: dict(zip(conv.FEATURES, x[i])) for i, h in enumerate(hits)}
+    assert row["d1#1"]["said"] == 1 and row["d1#1"]["result_top"] == 1 and row["d1#1"]["followup_x_said"] == 1
+    assert row["d1#2"]["said_next"] == 1 and row["d1#2"]["said_previous"] == 0 and row["d1#2"]["said_section"] == 1
+    assert row["d1#0"]["said_previous"] == 1 and row["d1#0"]["said_next"] == 0
+    assert row["d2#0"]["said_document"] == 0 and row["d2#0"]["previous_document"] == 0
+    assert row["d1#2"]["previous_document"] == 1
+    assert row["d1#2"]["result_rr"] == 0 and row["d1#2"]["alone_rr"] == 0.5 and row["d1#2"]["carried_rr"] == 0.5
+    assert row["d2#0"]["alone_gap"] == 0 and row["d2#1"]["alone_gap"] == pytest.approx(-1.0)  # spread 1.5
+    assert row["d2#1"]["carried_gap"] == conv.GAP_FLOOR  # not in the carried reading
+    assert row["d1#2"]["carried_coverage"] > row["d2#1"]["carried_coverage"] == 0  # 发酵, carried in
+
+
+def test_the_order_follows_the_weights_and_keeps_the_pipelines_scores(toy):
+    chunks, position, stats, readings, tok = toy
+    weights = np.zeros(len(conv.FEATURES))
+    weights[conv.FEATURES.index("said_next")] = 1.0  # a model that trusts the passage after the reply's
+    weights[conv.FEATURES.index("result_rr")] = 0.1
+    model = conv.ConversationRanker(np.zeros(len(weights)), np.ones(len(weights)), weights, {})
+    ordered = model.order(readings, position, tok, stats)
+    assert [h.chunk.id for h in ordered] == ["d1#2", "d1#1", "d1#0"]  # as many as the pipeline's evidence
+    assert [h.score for h in ordered] == [3.0, 2.5, 1.0]  # the places' scores: the citation margin is the pipeline's
+
+
+def test_training_learns_which_relation_holds_the_answer(toy):
+    chunks, position, stats, readings, tok = toy
+    other = dataclasses.replace(readings, said=chunks[3], previous_docs=frozenset({"d2"}))
+    rows = [(readings, frozenset({"d1#2"})), (other, frozenset({"d2#1"}))] * 3  # the passage after the reply's
+    model = conv.train(rows, position, tok, stats, {"gold_files": ["toy"]})
+    assert model.weights[conv.FEATURES.index("said_next")] > 0
+    assert model.order(readings, position, tok, stats)[0].chunk.id == "d1#2"
+    assert model.order(other, position, tok, stats)[0].chunk.id == "d2#1"
+    again = conv.from_json(json.loads(json.dumps(model.to_json())))
+    assert np.allclose(again.weights, model.weights, atol=1e-5) and again.info["questions"] == 6
+
+
+def test_the_shipped_weights_fit_this_code_and_never_saw_the_check_sets():
+    models = conv.load(conv.RESOURCE)
+    assert set(models) == {"learned-lr+e5", "learned-lr"}  # one per passage ranker: its ranks and gaps differ
+    for name, model in models.items():
+        assert model.info["ranker"] == name and model.info["questions"] >= 100
+        assert model.info["gold_files"] == list(conv.CONVERSATION_GOLD) and "dev2.jsonl" not in model.info["gold_files"]
+    assert conv.for_ranker("learned-lr") is models["learned-lr"]
+    assert conv.for_ranker("BAAI/bge-reranker-base") is None and conv.for_ranker("none") is None
+
+
+def test_unusable_weights_keep_the_pipelines_order(tmp_path, caplog):
+    bad = tmp_path / "conversation_ranker.json"
+    bad.write_text(json.dumps({"format": 2, "features": ["result_rr"], "models": {}}))
+    with caplog.at_level(logging.WARNING, logger="rag_core.rank.conversation"):
+        assert conv.load(bad) == {}
+    assert "other features" in caplog.text
+    assert conv.load(tmp_path / "missing.json") == {} and conv.for_ranker("learned-lr", tmp_path / "missing.json") is None
+    model = conv.ConversationRanker(np.zeros(len(conv.FEATURES)), np.ones(len(conv.FEATURES)),
+                                    np.ones(len(conv.FEATURES)), {"ranker": "learned-lr"})
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(conv.models_to_json({"learned-lr": model})))
+    assert np.allclose(conv.load(good)["learned-lr"].weights, 1.0)
+
+
+def test_a_follow_up_finds_the_passage_that_answers_it(sample_engine):
+    """要沤好久才用得 after the reply on composting coffee pulp (dev-conversations conv-008): the pipeline's own order
+    led with the compost section's opening (what pulp is worth); the passage that says how long (2–3 个月) leads."""
+    history = [Turn("user", "今年加工剩下一大堆果皮，我准备自己沤成肥。"),
+               Turn("assistant", "果皮含钾多，是好原料。要和干秸秆、畜禽粪一层层堆起来，保持湿度、定期翻堆，沤熟了才能用。")]
+    question = "要沤好久才用得？"
+    own, readings = sample_engine.read(question, history)
+    assert readings is not None and readings.kind in ("followup", "ambiguous")
+    ranked = sample_engine.search(question, history)
+    assert "2–3 个月" in ranked.evidence[0].chunk.text
+    assert "2–3 个月" not in own.evidence[0].chunk.text
+    assert "converse" in ranked.timings_ms and len(ranked.evidence) == len(own.evidence)
+    off = dataclasses.replace(sample_engine.cfg.history, har_ranker=False)
+    plain = dataclasses.replace(sample_engine, cfg=dataclasses.replace(sample_engine.cfg, history=off))
+    assert [h.chunk.id for h in plain.search(question, history).evidence] == [h.chunk.id for h in own.evidence]
+
+
+def test_a_new_question_has_no_readings(sample_engine):
+    history = [Turn("user", "锈病咋个防？"), Turn("assistant", "雨季前喷波尔多液。")]
+    result, readings = sample_engine.read("咖啡鲜果采回来当天要加工吗？", history)
+    assert readings is None and "converse" not in sample_engine.search("咖啡鲜果采回来当天要加工吗？", history).timings_ms
