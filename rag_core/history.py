@@ -104,6 +104,13 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     # not 有没得它, whose own clause is what it is in);
     # 也是一样, 刚才 and the like compare with the turn before wherever they stand
     before = re.sub(r"[^，,。；;？?！!]*$", "", q[:back.start()]) if back else ""  # the clauses before its own
+    # a question that says it is another (问个别的，…; 对了，…) and says two words of its own is one, unless it points
+    # back: 它, 刚才, a bare 那个 (对了，那个药要打几次？); a demonstrative after 的 is the thing the words before it
+    # describe (对了，防天牛刷树干的那个白灰浆咋个配). Next to nothing said (对了，要打几次？ 对了，用量呢？) continues.
+    described = back and back.group(0) != "它" and _DEMONSTRATIVE.fullmatch(back.group(0)) and q[:back.start()].endswith("的")
+    if opens_new_topic(q) and (strength >= OWN_TOPIC or len(_clause_words(_NEW_TOPIC_OPENING.sub("", q), tokenizer)) >= 2) \
+            and (not back or described):
+        return QuestionKind("new", strength, "says it is another question and names something of its own")
     if back and not (_DEMONSTRATIVE.fullmatch(back.group(0)) and topic_strength(before, tokenizer, stats) >= OWN_TOPIC):
         return QuestionKind("followup", strength, "points back")
     if strength < OWN_TOPIC:

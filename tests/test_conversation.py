@@ -802,6 +802,19 @@ def test_a_question_that_says_it_is_another_ranks_as_alone(sample_engine):
         assert [h.chunk.id for h in sample_engine.search(question, history).evidence] == alone
 
 
+@pytest.mark.parametrize("question", ["问个别的，咖啡地土壤好久测一次", "对了，雨季当中有时候十来天不下雨，要不要浇水",
+                                      "对了，防天牛刷树干的那个白灰浆咋个配"])
+def test_a_question_that_says_it_is_another_is_new_even_naming_little(sample_engine, question):
+    """The opening says a new question comes (问个别的, 对了) and the question names something of its own: it is no
+    follow-up, though it names little the KB marks as a topic, or says 那个 of a thing it names itself."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert classify(question, tok, stats).kind == "new"
+    history = [Turn("user", "采果隔几天采一轮"), Turn("assistant", "盛采期每7–10天采一轮，只采完熟红果。")]
+    assert sample_engine.rewrite(question, history) == question
+    for elliptical in ("对了，要打几次？", "对了，它要打几次？", "对了，那个药要打几次？"):  # little said, or pointing back
+        assert classify(elliptical, tok, stats).kind == "followup"
+
+
 @pytest.mark.parametrize("question", ["还有，卡蒂姆这种矮的，一亩地种好多棵合适？", "铁皮卡那种上百年的老咖啡树，云南哪里还留得有？"])
 def test_a_demonstrative_right_after_a_name_is_that_names(sample_engine, question):
     """卡蒂姆这种矮的 is "a short one like Catimor": the demonstrative belongs to the name before it and points nowhere
