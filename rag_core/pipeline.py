@@ -191,7 +191,7 @@ class Engine:
             result = self._with_said(result, said)
             if not (kind == "ambiguous" and opens_new(docs, alone)):  # a new topic after all: its own order stays
                 readings = conversation.Readings(question, rewritten, kind, result.evidence, alone.evidence,
-                                                 carried.evidence, said, frozenset(docs))
+                                                 carried.evidence, said, frozenset(docs), self._beside(said))
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings, corrections=corrections), readings
@@ -230,6 +230,13 @@ class Engine:
         rest = [h for h in evidence if h.chunk.id != chunk.id]
         rest.insert(SAID_AT - 1, Hit(chunk, evidence[SAID_AT - 1].score, {}))
         return replace(result, evidence=tuple(rest[: len(evidence)]))
+
+    def _beside(self, chunk: Chunk | None) -> tuple[Chunk, ...]:
+        """The passages right before and after `chunk` in its document."""
+        if chunk is None or chunk.id not in self.index.position:
+            return ()
+        at, chunks = self.index.position[chunk.id], self.index.chunks
+        return tuple(chunks[i] for i in (at - 1, at + 1) if 0 <= i < len(chunks) and chunks[i].docid == chunk.docid)
 
     def _said(self, history: Sequence[Turn], options: Options) -> Chunk | None:
         """The passage the last reply stood on: its first citation, or the best match for its words (a reply

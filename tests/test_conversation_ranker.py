@@ -55,6 +55,28 @@ def test_features_say_how_each_passage_stands_to_the_readings_and_the_reply(toy)
     assert row["d1#2"]["carried_coverage"] > row["d2#1"]["carried_coverage"] == 0  # 发酵, carried in
 
 
+def test_the_passages_beside_the_replys_are_candidates_too(toy):
+    """The next step of what the reply said (发酵完了接下来呢) is often the passage after the reply's, which no reading
+    may have found."""
+    chunks, position, stats, readings, tok = toy
+    readings = dataclasses.replace(readings, alone=readings.alone[:2], said=chunks[3])  # no reading found d2#1
+    assert "d2#1" not in [h.chunk.id for h in conv.feature_rows(readings, position, tok, stats)[0]]
+    readings = dataclasses.replace(readings, neighbours=(chunks[4],))
+    hits, x = conv.feature_rows(readings, position, tok, stats)
+    assert [h.chunk.id for h in hits][-1] == "d2#1" and len(hits) == 5
+    row = dict(zip(conv.FEATURES, x[-1]))
+    assert row["said_next"] == 1 and row["result_rr"] == row["carried_rr"] == 0 and row["carried_gap"] == conv.GAP_FLOOR
+
+
+def test_the_engine_offers_the_replys_neighbours(sample_engine):
+    chunk = next(c for c in sample_engine.index.chunks if c.cid == 3)
+    beside = sample_engine._beside(chunk)
+    assert [c.cid for c in beside] == [2, 4] and all(c.docid == chunk.docid for c in beside)
+    first = next(c for c in sample_engine.index.chunks if c.cid == 0)
+    assert all(c.docid == first.docid and c.cid == 1 for c in sample_engine._beside(first))
+    assert sample_engine._beside(None) == ()
+
+
 def test_the_order_follows_the_weights_and_keeps_the_pipelines_scores(toy):
     chunks, position, stats, readings, tok = toy
     weights = np.zeros(len(conv.FEATURES))

@@ -82,6 +82,7 @@ class Readings:
     carried: tuple[Hit, ...]
     said: Chunk | None  # the passage the last reply stood on
     previous_docs: frozenset[str]
+    neighbours: tuple[Chunk, ...] = ()  # the passages right before and after it in its document: candidates too
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
                  stats: CorpusStats) -> tuple[list[Hit], np.ndarray]:
     """The readings' distinct passages (the pipeline's order first) and one row of FEATURES each."""
     first: dict[str, Hit] = {}
-    for hit in (*readings.result, *readings.alone, *readings.carried):
+    for hit in (*readings.result, *readings.alone, *readings.carried, *(Hit(c, 0.0) for c in readings.neighbours)):
         first.setdefault(hit.chunk.id, hit)
     hits = list(first.values())
     own = query_terms(readings.question, tokenizer, stats).words
