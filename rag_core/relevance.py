@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
 from .history import topic_strength
-from .lexical import Tokenizer
+from .lexical import WHAT_TO_DO, Tokenizer
 from .records import Hit
 from .sentences import TABLE_RULE, sentence_spans
 from .termstats import TermStats
@@ -83,7 +83,9 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       r"|(?:能不能|能否|会不会)[^，,。？?]{0,4}?(?:卖钱|赚钱|挣钱|值钱)"
                       r"|一\s*(?:斤|公斤|kg|吨)[^，,。？?\d]{0,4}?(?:多少|好多|几个|几块|几毛)(?!倍|次|天|两|斤|公斤|kg|g|克|个|粒|颗|只|条|根|株|棵)"
                       r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
-                      r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱)"),
+                      # not an amount of produce (一亩能交好多鲜果): what is handed over is the fruit
+                      r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱"
+                      r"|鲜果|果|生豆|豆|咖啡)"),
      re.compile(r"\d\s*(?:元|块|角|毛|万元)|元/|￥|¥")),
     # a coming day or season, a "will it", and weather or the market
     # (not "how can I tell whether it will frost tonight", nor its signs: a method, which the manual has)
@@ -116,7 +118,8 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))[\s\S]*?(?:"
                           r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
-                          r"|好喝|难喝|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷))"),
+                          # how it tastes, asked (好不好喝, 好喝不), not told (咖啡馆的人说铁皮卡好喝价钱高，…)
+                          r"|好不好喝|(?:好喝|难喝)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷))"),
      re.compile(r"(?!)")),
     # how much coffee a person may drink, and what it does to health: the cup is past the green bean too (杯测 tastes
     # a cup to grade beans, and 生豆霉了还能喝吗 asks about a defect, which the manual has: neither asks this)
@@ -131,7 +134,7 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
      re.compile(r"地址|[路街]\d|\d+号")),
 )
 # 几 that asks how many, not a few: 有几棵, 好几天, 十几年, 我们几户, 说几个名字 (name a few), 举几个例子
-_HOW_MANY_JI = r"(?<![有了好这那前头后过十们说讲举列])几"
+_HOW_MANY_JI = r"(?<![有了好这那前头后过十们说讲举列没])(?<!没得)几"  # 没几个, 没得几个: not many
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
 _TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年|一年)[^，,。？?]{0,12}(?:多少|好多|"
                     + _HOW_MANY_JI + r")\s*(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)|(?:多少|好多|" + _HOW_MANY_JI
@@ -209,6 +212,8 @@ MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the e
 _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
 
 
+# a later clause that asks what to do (…裂开几道口子，坡脚还冒浑水，咋个整): 几 before it tells a few, asks nothing
+_ASKED_WHAT_TO_DO_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^？?]*?(?:" + WHAT_TO_DO + r")[^，,。；;！!？?]{0,3}[？?]?\s*$")
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
 _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
 
@@ -226,7 +231,8 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
             if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
-                                                       or _A_FEW_MORE.search(question[:m.start()])))]
+                                                       or _A_FEW_MORE.search(question[:m.start()])
+                                                       or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())))]
     if not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]
@@ -609,7 +615,8 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 # (and a particle's: 洗干净了要阴干 cuts 了要)
 
 
-_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
+_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐"
+                         r"|舅舅|叔叔|娘家|老丈人)?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")  # 我亲戚在保山…: theirs too
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
 
@@ -690,16 +697,24 @@ def coverage_score(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top
     return sum(min(len(w), 4) for w in words if found(w)) / total
 
 
-def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequence[str]] = {}) -> str:
+def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequence[str]] = {},
+                  tokenizer: Tokenizer | None = None) -> str:
     """A topic of the question that the corpus never mentions ("" when there is none)."""
     for m in _SCOPE.finditer(question):
         if m.group(0) not in corpus_text:
             return m.group(0)
     keys = [k for k in synonyms if k in question]
+    # where each word of the question starts, and how long it is: a head that opens a longer word (病虫害, 病斑)
+    # ends no name (时候病虫害 has no 候病, 看得到病斑 no 到病)
+    opening, at = {}, 0
+    for word, _ in tokenizer.tagged(question) if tokenizer is not None else ():
+        opening[at] = len(word)
+        at += len(word)
     for m in _NAMED.finditer(question):
         # the shortest name, one character before the head ("红蜘蛛", "沼液"); unknown when even that is absent, and
         # when it is no growers' name the synonym table maps (黄粉病 is 锈病: 黄粉 ends at the head; 毛病 is a key)
         if (m.group(1) not in _NOT_A_NAME and m.group(0) not in corpus_text
+                and opening.get(m.start(2), 0) <= len(m.group(2))
                 and not any(m.group(0) in k or question.find(k) + len(k) == m.start(2) for k in keys)):
             return m.group(0)
     return ""
@@ -996,7 +1011,7 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     missing = ((unknown_focus(question, tokenizer, stats) or other_crop(asked, tokenizer, stats)
                 or other_crops_care(asked, tokenizer, stats) if stats else "") or animal_care(asked, tokenizer)
                or unknown_latin_name(question, corpus_text)
-               or unknown_topic(question, corpus_text, tokenizer.synonyms) or missing_fact(asked, hits)
+               or unknown_topic(question, corpus_text, tokenizer.synonyms, tokenizer) or missing_fact(asked, hits)
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)

@@ -831,3 +831,44 @@ def test_how_much_of_a_chemical_to_mix_needs_a_dose_of_it(sample_engine):
     dosed = _passages("若虫盛期喷 25% 噻嗪酮可湿性粉剂 1000–1500 倍液，或螺虫乙酯等。")
     assert unanchored_dose("噻嗪酮一桶水兑好多？", dosed, tok, stats) == ""
     assert unanchored_dose("草甘膦一年打几次？", warned, tok, stats) == ""
+
+
+def test_a_head_that_opens_a_longer_word_ends_no_unknown_name(sample_engine):
+    """时候病虫害 has no disease 候病, 看得到病斑 none called 到病: 病 opens the word jieba reads there. A head that is a
+    word of its own still ends a name the KB lacks (抗线虫, 茶树病)."""
+    tok, corpus = sample_engine.tokenizer, sample_engine.index.corpus_text
+    assert unknown_topic("旱季的时候病虫害多久去园子查一次合适", corpus, tok.synonyms, tok) == ""
+    assert unknown_topic("锈病的菌钻进叶子以后，要好久才看得到病斑哦？", corpus, tok.synonyms, tok) == ""
+    assert unknown_topic("砧木用罗布斯塔抗线虫，用哪个品种好？", corpus, tok.synonyms, tok) == "抗线虫"
+    assert unknown_topic("茶树病咋个治", corpus, tok.synonyms, tok) != ""
+
+
+def test_what_a_question_tells_is_not_what_it_asks(sample_engine):
+    """A few cracks (裂开几道口子) before a clause that asks what to do, not many ladybirds (瓢虫也没得几个), a
+    taste someone reported (咖啡馆的人说铁皮卡好喝) and fruit handed over (一亩能交好多鲜果) ask no figure, taste or
+    price; asked, they still are."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    said = _passages("波尔多液要现配现用，喷后树皮开裂处要涂白保护，绿蚧的天敌有瓢虫和寄生蜂。")
+    assert unanchored_amount("打了波尔多液，树皮上裂开几道口子，咋个整", said, tok, stats) == ""
+    assert unanchored_amount("波尔多液要打几次？打完了咋个整", said, tok, stats) == "具体数字"
+    assert unanchored_amount("绿蚧多得很，瓢虫也没得几个，该咋办", said, tok, stats) == ""
+    assert unanchored_amount("绿蚧多得很，瓢虫要放几个", said, tok, stats) == "具体数字"
+    hits = _passages("铁皮卡杯品质量好，但高感锈病，只适合在锈病轻的地方种。")
+    assert missing_fact("咖啡馆的人说铁皮卡好喝价钱高，我想改种铁皮卡，要得不嘛", hits) == ""
+    assert missing_fact("自己烘的铁皮卡好不好喝？", hits) == "家庭烘焙和冲煮"
+    assert missing_fact("老板问我今年一亩能交好多鲜果，帮我估一下", hits) == ""
+    assert missing_fact("交一车鲜果能拿好多钱", hits) == "价格"
+
+
+def test_where_a_relative_lives_is_no_anchor_of_the_figure(sample_engine):
+    """我亲戚在保山那边1500米的山上，咖啡一般好久开始采？ asks the harvest time at 1500 m, as 我在保山… would."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    asked = "我亲戚在保山那边1500米的山上，咖啡一般好久开始采？"
+    hits = sample_engine.search(asked).evidence  # the harvest dates by altitude, which name no place
+    assert unanchored_amount(asked, hits, tok, stats) == ""
+    assert unanchored_amount("保山那边1500米的山上，咖啡一般好久开始采？", hits, tok, stats) == "具体数字"
+
+
+def test_growers_words_for_young_trees_and_multi_stem_pruning_reach_the_kbs(sample_engine):
+    tokens = sample_engine.tokenizer.query_tokens("想把小树整成几个干的，啥时候咋个截？")
+    assert "幼树" in tokens and "多干" in tokens
