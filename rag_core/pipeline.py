@@ -117,7 +117,11 @@ class Engine:
 
     @property
     def corpus_stats(self) -> CorpusStats:
-        """The served build's document frequencies of its BM25 tokens (IDF for the conversation ranker)."""
+        """The served build's document frequencies of its BM25 tokens (IDF for the conversation ranker): the learned
+        ranker's own copy where it runs (the conversation ranker runs only beside it), else read once a build."""
+        learned = self.retriever.learned
+        if learned is not None:
+            return learned.featurize.stats
         return self._of_build("_corpus_stats", load_stats)
 
     @property
