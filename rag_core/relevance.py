@@ -82,6 +82,9 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       r"|(?:卖钱|赚钱|挣钱|值钱|值不值钱|赚不赚钱)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))"
                       r"|(?:能不能|能否|会不会)[^，,。？?]{0,4}?(?:卖钱|赚钱|挣钱|值钱)"
                       r"|一\s*(?:斤|公斤|kg|吨)[^，,。？?\d]{0,4}?(?:多少|好多|几个|几块|几毛)(?!倍|次|天|两|斤|公斤|kg|g|克|个|粒|颗|只|条|根|株|棵)"
+                      # who pays a fee (医药费该哪个出, 谁出钱): money, which no manual of growing settles
+                      r"|[\u4e00-\u9fff]费(?![工力时心劲事])" + _IN_CLAUSE + r"(?:哪个|谁|哪家|哪方|哪边)\s*来?\s*(?:出|付|掏|承担|报销|赔)"
+                      r"|(?:哪个|谁|哪家|哪方|哪边)\s*来?\s*(?:出钱|掏钱|付钱|赔钱)"
                       r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
                       # not an amount of produce (一亩能交好多鲜果): what is handed over is the fruit
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱"
@@ -200,7 +203,9 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*("
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(多长时间|多久|好久)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之(?:几|好多|多少))"
-                         r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)")  # pH 降到好多: a pH figure
+                         r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
+                         # a rate (成活率一般有好多, 发芽率能有几成): a share, stated in per cent or tenths
+                         r"|[\u4e00-\u9fff](率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成)")
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
@@ -214,6 +219,11 @@ _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
 
 # a later clause that asks what to do (…裂开几道口子，坡脚还冒浑水，咋个整): 几 before it tells a few, asks nothing
 _ASKED_WHAT_TO_DO_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^？?]*?(?:" + WHAT_TO_DO + r")[^，,。；;！!？?]{0,3}[？?]?\s*$")
+# …or asks with a question word of its own, which no amount is (老辈子传下来几棵老咖啡树，…，这个是哪样品种？): the last
+# clause asks, and the 几 two clauses or more before it describes
+_ASKED_OTHER_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^？?]*[，,。；;！!\s][^，,。；;！!？?]*?"
+                                r"(?:哪样|什么|啥子?|哪个|哪种|哪一种|为什么|为啥|咋回事|咋个回事|是不是|对不对)"
+                                r"[^，,。；;！!？?]*[？?]?\s*$")
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
 _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
 
@@ -222,7 +232,7 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
     heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
     evidence uses (IDF-weighted; a growers' word counts through the synonym table's KB words); "" otherwise."""
-    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) else "ph" if m.group(5)
+    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) or m.group(6) else "ph" if m.group(5)
              else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
@@ -232,7 +242,8 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])
-                                                       or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())))]
+                                                       or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())
+                                                       or _ASKED_OTHER_AFTER.match(question, m.end())))]
     if not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]
@@ -707,16 +718,31 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
     # where each word of the question starts, and how long it is: a head that opens a longer word (病虫害, 病斑)
     # ends no name (时候病虫害 has no 候病, 看得到病斑 no 到病)
     opening, at = {}, 0
-    for word, _ in tokenizer.tagged(question) if tokenizer is not None else ():
+    word_from, noun_char = {}, set()  # where each word of two characters or more ends: its start; lone noun characters
+    for word, flag in tokenizer.tagged(question) if tokenizer is not None else ():
         opening[at] = len(word)
+        if len(word) >= 2:
+            word_from[at + len(word)] = at
+        elif flag in ("ng", "n", "nz", "g") and word not in _NOT_A_NAME:
+            noun_char.add(at)
         at += len(word)
     for m in _NAMED.finditer(question):
         # the shortest name, one character before the head ("红蜘蛛", "沼液"); unknown when even that is absent, and
         # when it is no growers' name the synonym table maps (黄粉病 is 锈病: 黄粉 ends at the head; 毛病 is a key)
-        if (m.group(1) not in _NOT_A_NAME and m.group(0) not in corpus_text
+        name, at = m.group(0), m.start(1)
+        before = question[word_from.get(m.start(2), at):m.start(2)]
+        if (len(m.group(2)) >= 2 and len(before) >= 2 and not _CROP.search(before)
+                and tokenizer.general_frequency(before) >= MIN_WORD_FREQ):
+            # the character before a name of its own ends a word of everyday Chinese (有点/蚜虫), not a crop (香蕉/线虫)
+            # nor a modifier jieba made up (黑枝/小蠹)
+            name, at = m.group(2), m.start(2)
+        elif opening.get(at) == len(name) and at - 1 in noun_char and name not in tokenizer.lexicon_set:
+            # a noun character jieba left alone before a fragment (藻/斑病), not before a name of the lexicon (地/锈病)
+            name, at = question[at - 1:m.end()], at - 1
+        if (question[at] not in _NOT_A_NAME and name not in corpus_text
                 and opening.get(m.start(2), 0) <= len(m.group(2))
-                and not any(m.group(0) in k or question.find(k) + len(k) == m.start(2) for k in keys)):
-            return m.group(0)
+                and not any(name in k or question.find(k) + len(k) == m.start(2) for k in keys)):
+            return name
     return ""
 
 
@@ -725,6 +751,9 @@ _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, n
 # disaster"), the 子 of 树子/啥子 glued to the next word (子病), 啥 (what), the intensifier 得很, months (八九月份), and
 # a verb done once (试一下, 看一哈).
 _GRAMMAR = re.compile(r"^遭|^子|^啥|得很$|^[一二三四五六七八九十]+月份?$|一[下哈]$|^[县乡镇村街寨]上$")  # 县上: at the county
+# what a question asks of its topic, no topic of its own: its signs (打霜有哪些征兆), what a term means (16目是哪样意思),
+# the knack of it (有啥窍门)
+_ASPECT = re.compile(r"征兆|迹象|苗头|预兆|兆头|意思|道理|讲究|门道|窍门|诀窍|说法|名堂")
 # a doubled last character (虫虫, 筋筋, 青果果): a growers' diminutive of the word without it, no name (蝈蝈)
 _DOUBLED = re.compile(r"(.)\1$")
 # a word jieba cut out of a question word or demonstrative and what follows it (咋个数法 → 咋/个数/法: 个数 is no topic)
@@ -751,7 +780,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
                 or word in tokenizer.stopwords or after_amount:
             continue
-        if stats.known(word) or _GRAMMAR.search(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
+        if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
                 or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer):
             continue
         freq = tokenizer.general_frequency(word)

@@ -872,3 +872,48 @@ def test_where_a_relative_lives_is_no_anchor_of_the_figure(sample_engine):
 def test_growers_words_for_young_trees_and_multi_stem_pruning_reach_the_kbs(sample_engine):
     tokens = sample_engine.tokenizer.query_tokens("想把小树整成几个干的，啥时候咋个截？")
     assert "幼树" in tokens and "多干" in tokens
+
+
+def test_a_name_is_read_where_jieba_cuts_it(sample_engine):
+    """有点蚜虫 is 蚜虫, which the KB names (有点, a word of everyday Chinese, ends before it); 藻斑病 is no 斑病 of
+    褐眼斑病 (藻 stands alone before it), while 地锈病 is 锈病 of a plot. A crop's pest (香蕉线虫) is still the crop's,
+    and a modifier jieba made up (黑枝/小蠹) still names an insect the KB lacks."""
+    tok, corpus = sample_engine.tokenizer, sample_engine.index.corpus_text
+    assert unknown_topic("开花那阵能打杀虫药不嘛？地头有点蚜虫", corpus, tok.synonyms, tok) == ""
+    assert unknown_topic("叶子上一块块暗绿色毛绒绒的斑，别个说是藻斑病，咋个治", corpus, tok.synonyms, tok) == "藻斑病"
+    assert unknown_topic("香蕉线虫咋个治", corpus, tok.synonyms, tok) != ""
+    assert unknown_topic("是不是咖啡黑枝小蠹？咋个防", corpus, tok.synonyms, tok) != ""  # jieba's made-up 黑枝
+    assert unknown_topic("有块地锈病重得很，先摘还是后摘", corpus, tok.synonyms, tok) == ""  # 地/锈病: a name of its own
+    assert unknown_topic("叶子上有褐眼斑病咋个治", corpus, tok.synonyms, tok) == ""
+
+
+def test_a_few_told_before_a_clause_that_asks_what_is_no_amount(sample_engine):
+    """老辈子传下来几棵老咖啡树，…，这个是哪样品种？ asks the variety; 几棵 counts the trees it tells of. A 几 in the
+    clause that asks still asks."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    hits = _passages("铁皮卡植株高大，一分枝较长而略下垂，顶端嫩叶多呈古铜色。")
+    told = "我家在宾川，老辈子传下来几棵老咖啡树，长得高高大大的，嫩叶尖尖是古铜色，这个是哪样品种嘛？"
+    assert unanchored_amount(told, hits, tok, stats) == ""
+    assert unanchored_amount("铁皮卡一亩栽几棵，用哪样苗好？", hits, tok, stats) == "具体数字"
+
+
+def test_what_a_question_asks_of_its_topic_is_no_topic(sample_engine):
+    """Signs (有哪些征兆) and a term's meaning (16目是哪样意思) are what is asked of a topic the KB has."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("咋个看得出今晚会不会打霜？有哪些征兆", tok, stats) == ""
+    assert unknown_focus("16目是哪样意思", tok, stats) == ""
+    assert unknown_focus("办营业执照有啥讲究", tok, stats) == "营业执照"
+
+
+def test_a_rate_asks_a_share_and_who_pays_a_fee_is_money(sample_engine):
+    """成活率一般有好多 is answered by a per cent beside it, not by a sentence that names the rate; who pays the
+    medical bill is money, which no passage of growing states."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    named = _passages("嫁接需要一定的技术，遇到天气不好成活率会降低，没成活的要补接。")
+    stated = _passages("雨季嫁接成活率可达 85% 以上，没成活的要补接。")
+    asked = "截干以后想嫁接，嫁接的成活率一般有好多？"
+    assert unanchored_amount(asked, named, tok, stats) == "具体数字"
+    assert unanchored_amount(asked, stated, tok, stats) == ""
+    hits = _passages("采摘时注意安全，坡地要防滑。")
+    assert missing_fact("请来摘果子的工人在坡上摔断了手，医药费该哪个出？", hits) == "价格"
+    assert missing_fact("请来摘果子的工人在坡上摔断了手，该咋个处理伤口？", hits) == ""
