@@ -917,3 +917,8 @@ def test_a_rate_asks_a_share_and_who_pays_a_fee_is_money(sample_engine):
     hits = _passages("采摘时注意安全，坡地要防滑。")
     assert missing_fact("请来摘果子的工人在坡上摔断了手，医药费该哪个出？", hits) == "价格"
     assert missing_fact("请来摘果子的工人在坡上摔断了手，该咋个处理伤口？", hits) == ""
+
+
+def test_growers_words_for_the_dry_season_a_check_and_a_simple_way_reach_the_kbs(sample_engine):
+    tokens = sample_engine.tokenizer.query_tokens("干季嘞时候多久去地头查一回病虫？有没得土办法")
+    assert {"旱季", "调查", "简易"} <= set(tokens)
