@@ -25,7 +25,7 @@ from .rank import conversation
 from .rank.features import CorpusStats
 from .rank.infer import load_stats
 from .records import Answer, Chunk, Hit, Retrieval, Turn
-from .relevance import assess
+from .relevance import assess, states_asked_amount
 from .retrieve import Channels, Retriever
 from .termstats import TermStats
 
@@ -184,7 +184,7 @@ class Engine:
             t = time.perf_counter()  # the other readings: the previous question's, the question alone, the reply's
             docs = self._previous_docs(history, options)
             alone = self.retriever.search(question, question, options.channels)
-            said = self._said(history, options)
+            said = self._said(question, history, options)
             result = replace(result, timings_ms={**result.timings_ms, "readings": (time.perf_counter() - t) * 1000})
             if kind == "ambiguous":
                 result = self._hedge(result, alone, docs, HEDGE_ALONE, names_topic=True)
@@ -242,15 +242,17 @@ class Engine:
         at, chunks = self.index.position[chunk.id], self.index.chunks
         return tuple(chunks[i] for i in (at - 1, at + 1) if 0 <= i < len(chunks) and chunks[i].docid == chunk.docid)
 
-    def _said(self, history: Sequence[Turn], options: Options) -> Chunk | None:
-        """The passage the last reply stood on: its first citation, or the best match for its words (a reply
-        written by hand cites nothing); None after a refusal or with no reply."""
+    def _said(self, question: str, history: Sequence[Turn], options: Options) -> Chunk | None:
+        """The passage the last reply stood on: its first citation, or the first that states the kind of figure the
+        follow-up asks ("要打几次？" after a reply citing the spraying rules, then the schedule with 连喷 2 次); the best
+        match for its words when it cites nothing (a reply written by hand); None after a refusal or with no reply."""
         reply = last_reply(history)
         if not reply:
             return None
-        for docid, number in CANONICAL.findall(reply):
-            if (chunk := self.index.by_id.get(f"{docid}#{number}")) is not None:
-                return chunk
+        cited = [chunk for docid, number in CANONICAL.findall(reply)
+                 if (chunk := self.index.by_id.get(f"{docid}#{number}")) is not None]
+        if cited:
+            return next((c for c in cited if states_asked_amount(question, c.text)), cited[0])
         words = plain_reply(reply).strip()
         found = self.retriever.search(words, words, options.channels).evidence if words else ()
         return found[0].chunk if found else None

@@ -228,11 +228,9 @@ _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养�
 _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
 
 
-def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
-    """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
-    heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
-    evidence uses (IDF-weighted; a growers' word counts through the synonym table's KB words); "" otherwise."""
-    asks = [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) or m.group(6) else "ph" if m.group(5)
+def asked_amounts(question: str) -> list[tuple[str, str]]:
+    """The amounts a question asks, each as (its words, the kind of figure that answers it: "count", "mass" …)."""
+    return [(m.group(0), "time" if m.group(2) else "ratio" if m.group(3) or m.group(4) or m.group(6) else "ph" if m.group(5)
              else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
@@ -244,6 +242,19 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
                                                        or _A_FEW_MORE.search(question[:m.start()])
                                                        or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())
                                                        or _ASKED_OTHER_AFTER.match(question, m.end())))]
+
+
+def states_asked_amount(question: str, text: str) -> bool:
+    """Whether `text` states a figure of each kind the question asks (要打几次 → 连喷 2 次); False when it asks none."""
+    asks = asked_amounts(question)
+    return bool(asks) and all(_FIGURES[kind].search(text) for _, kind in asks)
+
+
+def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
+    heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
+    evidence uses (IDF-weighted; a growers' word counts through the synonym table's KB words); "" otherwise."""
+    asks = asked_amounts(question)
     if not hits:
         return ""
     figures = [_FIGURES[kind] for _, kind in asks]

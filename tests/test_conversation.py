@@ -775,7 +775,18 @@ def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_
         assert stood_on.id in [h.chunk.id for h in evidence[:SAID_AT]], [h.chunk.id for h in evidence]
     # a refusal stood on no passage
     refused = [Turn("user", "咖啡期货明天涨不涨？"), Turn("assistant", not_covered("天气和行情预测"))]
-    assert sample_engine._said(refused, Options()) is None
+    assert sample_engine._said("那要打几次？", refused, Options()) is None
+
+
+def test_a_reply_citing_several_passages_stood_on_the_one_stating_the_figure_asked(sample_engine):
+    """"要打几次？" after a reply citing the spraying rules, then the schedule (连喷 2 次): the schedule is what the
+    count is asked of. A follow-up asking no figure keeps the first citation."""
+    rules = next(c for c in sample_engine.index.chunks if "安全间隔期" in c.text and not re.search(r"\d\s*次", c.text))
+    schedule = next(c for c in sample_engine.index.chunks if re.search(r"连喷\s*\d", c.text))
+    history = [Turn("user", "锈病用什么药？什么时候喷？"),
+               Turn("assistant", f"以下内容摘自知识库：\n1. 遵守安全间隔期。[{rules.id}]\n2. 雨季初期喷药。[{schedule.id}]")]
+    assert sample_engine._said("要打几次？", history, Options()) == schedule
+    assert sample_engine._said("那要注意哪样？", history, Options()) == rules
 
 
 def test_a_follow_up_carries_the_two_most_specific_terms_of_a_turn_and_no_place_word(sample_engine):
