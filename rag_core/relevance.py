@@ -177,7 +177,8 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contaminant's limit: no kilogram states it
           "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
           # seasons count years too (至少 3 个收获季 answers 要看几年)
-          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季",
+          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季"
+                  "|世纪|年代",  # 好久种下的: 十九世纪末 says when
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
@@ -283,7 +284,8 @@ def _declined_bare(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, sta
 # "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
 # what the question asks it for: "香蕉得了枯萎病用什么药" is not answered by a sentence naming 香蕉枯萎病 without one,
 # nor by the fungicides the manual gives for coffee's own diseases.
-_ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪一种)\s*(?:农药|药剂|药水|药)")
+# (not a chemical's attribute: 按哪个药的间隔期算 asks which interval counts)
+_ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪一种)\s*(?:农药|药剂|药水|药)(?!\s*的)")
 
 
 def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -637,8 +639,10 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 # (and a particle's: 洗干净了要阴干 cuts 了要)
 
 
-_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐"
-                         r"|舅舅|叔叔|娘家|老丈人)?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")  # 我亲戚在保山…: theirs too
+# people a grower speaks of: who, never what the question is about (我媳妇怀起了, 我亲戚在保山)
+_KIN = (r"亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐|舅舅|叔叔|娘家|老丈人|媳妇|老婆|老公|丈夫|婆娘"
+        r"|娃娃|娃儿|孩子|儿子|女儿|老人|老妈|老爹|爹妈|父母|婆婆|公公|岳父|岳母")
+_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
 
@@ -791,7 +795,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
                 or word in tokenizer.stopwords or after_amount:
             continue
-        if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
+        if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or re.fullmatch(_KIN, word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
                 or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer):
             continue
         freq = tokenizer.general_frequency(word)

@@ -922,3 +922,22 @@ def test_a_rate_asks_a_share_and_who_pays_a_fee_is_money(sample_engine):
 def test_growers_words_for_the_dry_season_a_check_and_a_simple_way_reach_the_kbs(sample_engine):
     tokens = sample_engine.tokenizer.query_tokens("干季嘞时候多久去地头查一回病虫？有没得土办法")
     assert {"旱季", "调查", "简易"} <= set(tokens)
+
+
+def test_who_a_grower_speaks_of_when_a_century_and_a_chemicals_interval_are_no_near_miss(sample_engine):
+    """我媳妇怀起了 says who (the KB's 孕期 is what is asked); 大概好久种下的 is answered by 十九世纪末; 按哪个药的间隔期算
+    asks which interval counts, not which chemical to spray."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("家头打药的活路，哪些人不能去干？我媳妇怀起了", tok, stats) == ""
+    assert unknown_focus("家头打药的活路，哪些人不能去干？我媳妇说的", tok, stats) == ""
+    planted = _passages("十九世纪末至二十世纪初，外国传教士把咖啡带到大理宾川朱苦拉一带，那里的老咖啡树属于铁皮卡类型。")
+    assert unanchored_amount("宾川朱苦拉的老咖啡树大概好久种下的", planted, tok, stats) == ""
+    assert unanchored_amount("宾川朱苦拉的老咖啡树一年结好多斤", planted, tok, stats) == "具体数字"
+    rules = _passages("锈病防治要遵守安全间隔期：同一地块先后用过几种药时，以间隔期最长的为准。")  # names no chemical
+    assert unanchored_remedy("锈病打了两种药，摘果子要按哪个药的间隔期算？", rules, tok, stats) == ""
+    assert unanchored_remedy("安全间隔期短一点的，换哪个药？", rules, tok, stats) == "防治药剂"
+
+
+def test_growers_words_for_tools_a_hedge_and_early_spring_reach_the_kbs(sample_engine):
+    tokens = set(sample_engine.tokenizer.query_tokens("坡上想种一道道的篱笆，开春要备哪样家什"))
+    assert {"植物篱", "春季", "工具"} <= tokens
