@@ -64,12 +64,12 @@ FORMAT = 2
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
 GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
-# conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev15 and conv15 in
-# round 17, are kept for checking)
+# conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev17 and conv17 in
+# round 18, are kept for checking)
 CONVERSATION_GOLD = ("dev-multiturn.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl", "dev3.jsonl", "dev4.jsonl",
                      "dev5.jsonl", "dev6.jsonl", "dev7.jsonl", "dev8.jsonl", "dev9.jsonl", "dev10.jsonl",
                      "dev11.jsonl", "dev12.jsonl", "conv11.jsonl", "conv12.jsonl", "dev13.jsonl", "conv13.jsonl",
-                     "dev14.jsonl", "conv14.jsonl")
+                     "dev14.jsonl", "conv14.jsonl", "dev15.jsonl", "conv15.jsonl", "dev16.jsonl", "conv16.jsonl")
 
 
 @dataclass(frozen=True)
