@@ -310,6 +310,22 @@ def _topic_chain(history: list[Turn], recent: list[Turn], tokenizer: Tokenizer, 
     return asked
 
 
+# A pointer past the last exchange to an earlier one (回到头先那个肥, 头一个说的那个, 前头说那个打顶, 头先说的干季; not
+# 头一个月, the first month): the question continues that exchange, not the last.
+_EARLIER_EXCHANGE = re.compile(r"回到|头先|头一个(?![月年周天星礼旱雨])|(?:前头|一开始|最开始|刚开始|开头)说")
+
+
+def as_pointed(question: str, history: Sequence[Turn]) -> list[Turn]:
+    """The history as of the exchange the question continues: without the last exchange when the question points past
+    it to an earlier one and there is one; unchanged otherwise. Over the 16 such questions of the conversation sets
+    (two exchanges each), every one asks about the first."""
+    turns = list(history)
+    users = [i for i, t in enumerate(turns) if t.role == "user"]
+    if len(users) < 2 or not _EARLIER_EXCHANGE.search(question):
+        return turns
+    return turns[: users[-1]]
+
+
 def conversation_text(question: str, history: Sequence[Turn], turns: int = 2) -> str:
     """A follow-up in plain words, as a sentence encoder reads it: the user's previous question, the opening of the
     reply (without citation tags or the extractive header line), then the question."""

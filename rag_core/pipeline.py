@@ -13,7 +13,7 @@ from .citations import CANONICAL, backfill, validate_citations
 from .config import Config
 from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
                        with_control_sections)
-from .history import (carry_topic, classify, conversation_text, inject_history, last_reply, leans_back,
+from .history import (as_pointed, carry_topic, classify, conversation_text, inject_history, last_reply, leans_back,
                       names_little_of_its_own, opens_new_topic, plain_reply, rewrite_query)
 from .homophones import Correction, Homophones
 from .index.layout import Layout
@@ -167,7 +167,7 @@ class Engine:
         question, corrections = self.spelled(question)
         # the earlier questions as they were read (定值穴 → 定植穴): their topic is carried, not a fragment of the slip
         history = [replace(turn, content=self.spelled(turn.content)[0]) if turn.role == "user" else turn
-                   for turn in history]
+                   for turn in as_pointed(question, history)]  # 回到头先那个肥: the exchange pointed at
         spell_ms = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         rewritten = self.rewrite(question, history, options)

@@ -832,3 +832,18 @@ def test_a_demonstrative_right_after_a_name_is_that_names(sample_engine, questio
     back; the question names its own topic."""
     assert classify(question, sample_engine.tokenizer, sample_engine.term_stats).kind == "new"
     assert classify("那种虫钻进去了咋个打药？", sample_engine.tokenizer, sample_engine.term_stats).kind == "followup"
+
+
+def test_a_question_pointing_past_the_last_exchange_continues_the_earlier_one(sample_engine):
+    """回到头先那个肥 / 头一个说的那个 / 前头说那个打顶: the exchange before the last is what it continues (every such
+    question of the conversation sets asks about the first of two); 头一个月 is the first month, no pointer."""
+    from rag_core.history import as_pointed
+
+    history = [Turn("user", "单干的卡蒂姆打顶打好高"), Turn("assistant", "单干树一般在1.6～1.8米处打顶。"),
+               Turn("user", "生豆含水率要求好多"), Turn("assistant", "控制在10%～12%。")]
+    assert as_pointed("头先说的那个高度，要是走多干的，每根干也打在那么高？", history) == history[:2]
+    assert as_pointed("回到头一个，多干的呢？", history) == history[:2]
+    assert as_pointed("那刚栽下去头一个月呢？", history) == history
+    assert as_pointed("头先说的那个高度呢？", history[:2]) == history[:2]  # one exchange: nothing earlier
+    evidence = sample_engine.search("头先说的那个高度，要是走多干的，每根干也打在那么高？", history).evidence
+    assert any("打顶" in h.chunk.section or "打顶" in h.chunk.text for h in evidence[:3]), [h.chunk.id for h in evidence]
