@@ -48,7 +48,7 @@ def validate_citations(text: str, evidence_ids: Sequence[str]) -> Validated:
     text = re.sub(r"(\[[0-9a-f]{8}#\d+\])(?:\s*\1)+", r"\1", text)  # the same tag twice in a row
     text = re.sub(r"[ \t]+(?=\[[0-9a-f]{8}#\d+\])", "", text)  # no space before a tag
     text = re.sub(r"[ \t]+\n", "\n", text).strip()
-    cited = list(dict.fromkeys(f"{a}#{b}" for a, b in CANONICAL.findall(text)))
+    cited = cited_ids(text)
     if dropped:
         log.warning("dropped %d citation(s) not in the evidence: %s", len(dropped), ", ".join(dropped))
     return Validated(text, tuple(cited), tuple(dropped))
@@ -62,4 +62,5 @@ def backfill(text: str, ids: Sequence[str]) -> str:
 
 
 def cited_ids(text: str) -> list[str]:
+    """The canonical citation ids of a text, each once, in their order ("docid#cid")."""
     return list(dict.fromkeys(f"{a}#{b}" for a, b in CANONICAL.findall(text)))

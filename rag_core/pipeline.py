@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
-from .citations import CANONICAL, backfill, validate_citations
+from .citations import backfill, cited_ids, validate_citations
 from .config import Config
 from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
                        with_control_sections)
@@ -249,8 +249,7 @@ class Engine:
         reply = last_reply(history)
         if not reply:
             return None
-        cited = [chunk for docid, number in CANONICAL.findall(reply)
-                 if (chunk := self.index.by_id.get(f"{docid}#{number}")) is not None]
+        cited = [chunk for cid in cited_ids(reply) if (chunk := self.index.by_id.get(cid)) is not None]
         if cited:
             return next((c for c in cited if states_asked_amount(question, c.text)), cited[0])
         words = plain_reply(reply).strip()

@@ -643,6 +643,7 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 _KIN = (r"亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐|舅舅|叔叔|娘家|老丈人|媳妇|老婆|老公|丈夫|婆娘"
         r"|娃娃|娃儿|孩子|儿子|女儿|老人|老妈|老爹|爹妈|父母|婆婆|公公|岳父|岳母")
 _WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
+_PERSON = re.compile(_KIN)
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
 
@@ -795,7 +796,8 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
                 or word in tokenizer.stopwords or after_amount:
             continue
-        if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or re.fullmatch(_KIN, word) or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
+        if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _PERSON.fullmatch(word) \
+                or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
                 or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer):
             continue
         freq = tokenizer.general_frequency(word)
