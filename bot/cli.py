@@ -463,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for report.md, results.json and the plots (default: eval-out)")
     s.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the Markdown report")
     s.add_argument("--resamples", type=int, default=5000, help="bootstrap and permutation resamples (default: 5000)")
+    s.add_argument("--replies", choices=("written", "own"), default="written",
+                   help="the histories' assistant turns: as written in the gold set (default), or each system's own "
+                        "reply to the turn before it, as a user of the bot would have them")
 
     s = sub.add_parser("gold", help="gold question sets: draft new items with the LLM")
     gold = s.add_subparsers(dest="gold_action", required=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,51 @@ def test_every_training_set_maps_on_the_sample_index(sample_engine):
     assert len(colloquial) >= 500 and len({i.id for i in colloquial}) == len(colloquial)
     assert {e[0] for i in colloquial for e in i.evidence} == set(docs)  # written over every document
     assert sum(1 for i in colloquial if i.history) >= 80  # follow-ups, rewritten as the pipeline rewrites them
+
+
+class CountingEngine:
+    """Answers "答<question>/<turns before it>", counting its calls (own_history needs only `answer`)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def answer(self, question, history, options):
+        self.calls += 1
+        return type("A", (), {"text": f"答{question}/{len(history)}"})()
+
+
+def test_own_history_replaces_each_reply_with_the_systems_own_given_the_turns_rebuilt_before_it():
+    from rag_core.eval.run import own_history
+    from rag_core.records import Turn
+
+    written = (Turn("user", "锈病咋个防"), Turn("assistant", "写好的回答一"), Turn("user", "那用什么药"),
+               Turn("assistant", "写好的回答二"))
+    engine, cache = CountingEngine(), {}
+    turns = own_history(engine, written, None, cache)
+    assert [t.role for t in turns] == ["user", "assistant", "user", "assistant"]
+    assert [t.content for t in turns] == ["锈病咋个防", "答锈病咋个防/0", "那用什么药", "答那用什么药/2"]
+    # the second reply was answered after the rebuilt first one, not the written one
+    assert all("写好的回答一" not in t.content for key in cache for t in key)
+    assert own_history(engine, written[:2], None, cache)[1].content == "答锈病咋个防/0" and engine.calls == 2
+    assert own_history(engine, (Turn("user", "只问不答"),), None, cache) == (Turn("user", "只问不答"),)
+
+
+@pytest.mark.slow
+def test_eval_with_the_systems_own_replies_cites_in_the_history_and_says_so(eval_cfg, tmp_path, sample_engine):
+    from rag_core.eval.run import own_history
+    from rag_core.pipeline import Options
+    from rag_core.records import Turn
+
+    written = (Turn("user", "咖啡锈病怎么防治"), Turn("assistant", "种抗锈品种，发病初期喷药。"))
+    rebuilt = own_history(sample_engine, written, Options(), {})
+    assert rebuilt[0] == written[0] and re.search(r"\[[0-9a-f]{8}#\d+\]", rebuilt[1].content)
+    gold = tmp_path / "g.jsonl"
+    gold.write_text(json.dumps({"id": "f1", "question": "那要打几次？", "answerable": True, "kind": "followup",
+                                "history": [{"role": t.role, "content": t.content} for t in written],
+                                "evidence": [{"doc": "cultivars.md", "quote": "咖啡锈病的典型症状"}]}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    report = evaluate(eval_cfg, gold, ["full"], runs=1, out_dir=tmp_path / "o", resamples=50, replies="own")
+    assert report["replies"] == "own" and report["systems"]["full"]["n"] == 1
+    assert "--replies own" in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
+    with pytest.raises(ValueError):
+        evaluate(eval_cfg, gold, ["full"], runs=1, out_dir=tmp_path / "p", resamples=50, replies="gold")

@@ -44,6 +44,9 @@ def markdown(report: dict) -> str:
              f"{report['items']} items, {report['runs']} run(s) per system; citation metrics are macro averages over "
              "items; intervals are 95 % bootstrap (items resampled); p from a paired sign-flip permutation test "
              "against the full system.", ""]
+    if report.get("replies") == "own":
+        lines += ["Histories carry each system's own replies (`--replies own`), not the assistant turns written "
+                  "in the gold set.", ""]
     lines += ["## Ablations (Table 4)", ""] + _table(report, TABLE4) + [""]
     if any(n in report["systems"] for n in TABLE5):
         lines += ["## Chunking (Table 5)", ""] + _table(report, TABLE5) + [""]

@@ -61,9 +61,28 @@ def reranker_that_ran(engine: Engine, system: System) -> str:
     return name or getattr(engine.reranker, "name", None) or "none"
 
 
+REPLIES = ("written", "own")  # whose assistant turns a history holds: the gold set's, or the system's own
+
+
+def own_history(engine: Engine, history: Sequence[Turn], options, cache: dict) -> tuple[Turn, ...]:
+    """`history` as a user of the bot would have it: each assistant turn is what the engine itself answers to the
+    user turn before it, given the turns rebuilt so far (cited, extractive or generated, a refusal where it refuses).
+    `cache` keys on the turns before each reply, so a history many items share is answered once."""
+    turns: list[Turn] = []
+    for turn in history:
+        if turn.role == "assistant" and turns and turns[-1].role == "user":
+            key = tuple(turns)
+            if key not in cache:
+                cache[key] = engine.answer(turns[-1].content, turns[:-1], options).text
+            turn = Turn("assistant", cache[key])
+        turns.append(turn)
+    return tuple(turns)
+
+
 def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: int,
-               progress: bool = False) -> SystemResult:
-    """Every item through the engine `runs` times; with `progress`, a bar on stderr (for a terminal)."""
+               progress: bool = False, replies: str = "written") -> SystemResult:
+    """Every item through the engine `runs` times; with `progress`, a bar on stderr (for a terminal). `replies`
+    "own": each history's assistant turns are the system's own replies (`own_history`), as in a real chat."""
     from tqdm import tqdm
 
     index = engine.index
@@ -81,11 +100,16 @@ def run_system(engine: Engine, system: System, items: Sequence[GoldItem], runs: 
         category = classify_error(cited, evidence, gold, item.answerable)
         return ItemRun(item, cited, evidence, dict(answer.timings_ms), score, category, answer.mode)
 
+    cache: dict = {}
+
+    def history_of(item: GoldItem) -> Sequence[Turn]:
+        return own_history(engine, item.history, system.options, cache) if replies == "own" else item.history
+
     all_runs = []
     for run in range(runs):
         desc = system.name if runs == 1 else f"{system.name} run {run + 1}/{runs}"
         bar = tqdm(items, desc=desc, unit="q", disable=not progress, leave=False, file=sys.stderr)
-        all_runs.append([r for item in bar if (r := run_item(item, item.history))])
+        all_runs.append([r for item in bar if (r := run_item(item, history_of(item)))])
     # A topic switch must be answered as if asked alone: the same questions without their history, for comparison.
     alone = [r for item in items if item.kind == "switch" and (r := run_item(item, ()))]
     return SystemResult(system, all_runs, list(engine.warnings), mapping.errors, reranker_that_ran(engine, system),
@@ -152,7 +176,9 @@ def summarise(result: SystemResult, resamples: int, seed: int = 0) -> tuple[dict
 
 
 def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_dir: Path, resamples: int, chat=None,
-             progress: bool = False) -> dict:
+             progress: bool = False, replies: str = "written") -> dict:
+    if replies not in REPLIES:
+        raise ValueError(f"replies must be one of {REPLIES}, not {replies!r}")
     items = load_gold(gold_path)
     factory = EngineFactory(cfg, cfg.data_dir / "eval", chat=chat)
     systems: dict[str, dict] = {}
@@ -171,7 +197,7 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
             log.warning("system %s skipped: %s", name, exc)
             continue
         started = time.monotonic()
-        results[name] = run_system(engine, system, items, runs, progress)
+        results[name] = run_system(engine, system, items, runs, progress, replies)
         systems[name], boots[name] = summarise(results[name], resamples)
         systems[name]["seconds"] = round(time.monotonic() - started, 1)
         log.info("system %s: F1 %.3f", name, systems[name]["f1"])
@@ -186,8 +212,8 @@ def evaluate(cfg: Config, gold_path: Path, names: Sequence[str], runs: int, out_
         a, b = results[base].per_item("f1"), result.per_item("f1")
         comparisons.append({"a": base, "b": name, "delta_f1": float(np.nanmean(a) - np.nanmean(b)),
                             "p": paired_permutation_test(a, b, n_permutations=resamples, seed=1)})
-    report: dict = {"gold": str(gold_path), "items": len(items), "runs": runs, "systems": systems, "skipped": skipped,
-                    "comparisons": comparisons}
+    report: dict = {"gold": str(gold_path), "items": len(items), "runs": runs, "replies": replies, "systems": systems,
+                    "skipped": skipped, "comparisons": comparisons}
     if base:
         full = results[base]
         report["errors"] = {"system": base, "shares": category_shares(r.category for run in full.runs for r in run)}
@@ -231,7 +257,7 @@ def main(cfg: Config, args) -> int:
 
         chat = OpenAIChatModel(cfg.llm, key)
     report = evaluate(cfg, Path(args.gold), names, args.runs, Path(args.out), args.resamples, chat=chat,
-                      progress=sys.stderr.isatty())
+                      progress=sys.stderr.isatty(), replies=args.replies)
     if args.json:
         slim = {k: v for k, v in report.items() if k != "items_detail"}
         sys.stdout.write(json.dumps(slim, ensure_ascii=False) + "\n")
