@@ -96,10 +96,7 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     follow-up ("那苗圃里的小苗几月份容易得？") and a new question opened the way people talk ("那咖啡锈病怎么防治？") do."""
     q = question.strip()
     strength = topic_strength(q, tokenizer, stats)
-    # a demonstrative right after a name is that name's (卡蒂姆这种矮的, 铁皮卡那种老树: such as 卡蒂姆), no pointer back
-    entities = tokenizer.entities(q)
-    back = next((m for m in _BACK_REFERENCE.finditer(q) if not (
-        _DEMONSTRATIVE.fullmatch(m.group(0)) and any(q[:m.start()].endswith(e) for e in entities))), None)
+    back = _pointer_back(q, tokenizer)
     # a demonstrative after clauses that name their own topic points to them (…新的咖啡价值评估体系，那个是咋个打分的？;
     # not 有没得它, whose own clause is what it is in);
     # 也是一样, 刚才 and the like compare with the turn before wherever they stand
@@ -154,10 +151,24 @@ def opens_new_topic(question: str) -> bool:
     return bool(_NEW_TOPIC_OPENING.search(question.strip()))
 
 
-def leans_back(question: str) -> bool:
+def leans_back(question: str, tokenizer: Tokenizer | None = None) -> bool:
     """Whether the question itself signals that it continues the conversation (它, 那…, …呢), beyond naming little."""
     q = question.strip()
-    return bool(_BACK_REFERENCE.search(q) or _LEANING_OPENING.search(q) or _WHAT_ABOUT.search(q))
+    back = _pointer_back(q, tokenizer) if tokenizer is not None else _BACK_REFERENCE.search(q)
+    return bool(back or _LEANING_OPENING.search(q) or _WHAT_ABOUT.search(q))
+
+
+# a measure just before a demonstrative (我们1600多米这种地方, 两三年那种小树): what it describes, not a pointer back
+_MEASURE_BEFORE = re.compile(r"(?:\d|[一二两三四五六七八九十百千])\s*(?:多|来)?\s*(?:米|m|亩|棵|株|年|岁|公斤|斤|度|厘米|公分|cm)$")
+
+
+def _pointer_back(q: str, tokenizer: Tokenizer) -> re.Match | None:
+    """The first word of `q` that points back at the conversation, or None. A demonstrative right after a name is
+    that name's (卡蒂姆这种矮的, 铁皮卡那种老树: such as 卡蒂姆), and one right after a measure describes it (我们1600多米
+    这种地方: places like ours): neither points back."""
+    entities = tokenizer.entities(q)
+    return next((m for m in _BACK_REFERENCE.finditer(q) if not (_DEMONSTRATIVE.fullmatch(m.group(0)) and (
+        any(q[:m.start()].endswith(e) for e in entities) or _MEASURE_BEFORE.search(q[:m.start()])))), None)
 
 
 def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:
@@ -204,7 +215,56 @@ def rewrite_query(
             rewritten = None
         if rewritten and 2 <= len(rewritten.strip()) <= 200:
             return rewritten.strip()
-    return carry_topic(question, history, tokenizer, turns, stats)
+    again = ask_again_of(question, _previous_question(history, tokenizer, turns, stats), tokenizer)
+    return again or carry_topic(question, history, tokenizer, turns, stats)
+
+
+def _previous_question(history: Sequence[Turn], tokenizer: Tokenizer, turns: int, stats: TermStats | None) -> str:
+    """The user's previous question as it was understood: rewritten when it was itself a follow-up."""
+    answered = _answered(history)
+    at = next((i for i in range(len(answered) - 1, -1, -1) if answered[i].role == "user"), None)
+    if at is None:
+        return ""
+    return rewrite_query(answered[at].content, answered[:at], tokenizer, turns, stats=stats)
+
+
+# "那X呢" with nothing else asks the previous question again of X, in place of what X stands beside there: a month for
+# a month (那二月呢 after 一月份要做些啥子活路), a season, a year of growth, an altitude, a stage of tree, a processing
+# method or form of the crop, a name for a name (那炭疽病呢 after 锈病几月份最凶). These are the kinds such a question
+# swaps; the previous question's topic terms carried in front of X would ask of the old topic instead.
+_ONLY_X = re.compile(r"^(?:那么|那|还有)?[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)[？?。！!…\s]*$")
+_ASKS_ITSELF = re.compile(r"咋|怎么|如何|几|多少|好多|啥|什么|哪|要不要|能不能|会不会|可不可以|行不行|要是|如果|假如"
+                          r"|以后|之后|接下来|然后")
+_SWAPPED_KINDS = tuple(re.compile(p) for p in (
+    r"(?:[一二三四五六七八九十]{1,3}|\d{1,2})月份?(?:[上中下]旬)?",  # a month
+    r"旱季|干季|雨季|冬天|冬季|春天|春季|夏天|夏季|秋天|秋季",  # a season
+    r"第[一二三四五六七八九十\d]+年|头[一两]?年|当年|[一两二三四五六\d]{1,3}年(?:生|的)",  # a year of growth
+    r"(?:海拔)?\s*\d{3,4}\s*(?:米|m)(?:以上|以下|左右|上下)?|高山地?|河谷|低海拔|高海拔",  # an altitude
+    r"小树|大树|幼树|老树|成龄树|结果树|幼龄树|小苗|幼苗|袋苗|成龄园|幼龄园|老园",  # a stage of tree
+    r"半水洗|水洗|日晒|蜜处理|湿法|干法",  # a processing method
+    r"鲜果|带壳豆|生豆|整果|果干",  # a form of the crop
+))
+
+
+def ask_again_of(question: str, previous: str, tokenizer: Tokenizer) -> str:
+    """The previous question asked of what "那X呢" names: X, then the previous question without what X replaces
+    (那炭疽病呢 after 咖啡锈病一般几月份最凶 → 炭疽病 一般几月份最凶); "" when the question asks something of its own
+    (要是…呢 a condition, 发酵完了接下来呢 the next step) or X replaces nothing there (石灰用量呢 asks an aspect of the
+    same topic: the topic is carried as for any follow-up)."""
+    m = _ONLY_X.match(question.strip())
+    if not m or not previous or _ASKS_ITSELF.search(m.group("x")):
+        return ""
+    x, rest = m.group("x").strip(), previous
+    for kind in _SWAPPED_KINDS:
+        if kind.search(x):
+            rest = kind.sub(" ", rest)
+    names = set(tokenizer.entities(x)) & tokenizer.names
+    if names:
+        for name in sorted(set(tokenizer.entities(previous)) & tokenizer.names - names, key=len, reverse=True):
+            rest = rest.replace(name, " ")
+    if rest == previous:
+        return ""
+    return f"{x} {' '.join(rest.split())}"
 
 
 def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, turns: int = 2,

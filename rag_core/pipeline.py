@@ -188,7 +188,7 @@ class Engine:
             result = replace(result, timings_ms={**result.timings_ms, "readings": (time.perf_counter() - t) * 1000})
             if kind == "ambiguous":
                 result = self._hedge(result, alone, docs, HEDGE_ALONE, names_topic=True)
-            elif not leans_back(question):
+            elif not leans_back(question, self.tokenizer):
                 result = self._hedge(result, alone, docs, BARE_ALONE, names_topic=False)
             else:
                 result = self._follow_topic(result, docs)

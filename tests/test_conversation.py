@@ -9,7 +9,7 @@ import pytest
 
 from rag_core.eval.gold import load_gold
 from rag_core.generate import EXTRACTIVE_HEADER, not_covered
-from rag_core.history import carry_topic, classify, rewrite_query
+from rag_core.history import carry_topic, classify, leans_back, rewrite_query
 from rag_core.pipeline import Options
 from rag_core.records import Chunk, Hit, Turn
 from rag_core.relevance import missing_fact, unknown_words
@@ -847,3 +847,38 @@ def test_a_question_pointing_past_the_last_exchange_continues_the_earlier_one(sa
     assert as_pointed("头先说的那个高度呢？", history[:2]) == history[:2]  # one exchange: nothing earlier
     evidence = sample_engine.search("头先说的那个高度，要是走多干的，每根干也打在那么高？", history).evidence
     assert any("打顶" in h.chunk.section or "打顶" in h.chunk.text for h in evidence[:3]), [h.chunk.id for h in evidence]
+
+
+@pytest.mark.parametrize("previous, question, asked, gone", [
+    ("咖啡锈病一般几月份最凶嘛", "那炭疽病呢？", "炭疽病 一般几月份最凶", "锈病"),  # a name for a name
+    ("一月份咖啡园主要做些啥子活路？", "那二月呢", "二月 咖啡园主要做些啥子活路", "一月"),  # a month
+    ("苗圃头的袋苗，干季多久浇一回水？", "那雨季呢？", "雨季 苗圃头的袋苗", "干季"),  # a season
+    ("去年雨季新栽的苗，头一年一棵施好多肥嘛？", "那第二年呢", "第二年 去年雨季新栽的苗", "头一年"),  # a year of growth
+    ("我家在孟连，海拔900米左右，咖啡大概哪阵开始摘？", "那1600米以上的呢？", "1600米以上 我家在孟连", "900"),
+])
+def test_what_about_x_asks_the_previous_question_again_of_x(sample_engine, previous, question, asked, gone):
+    history = [Turn("user", previous), Turn("assistant", "……")]
+    rewritten = rewrite_query(question, history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
+    assert rewritten.startswith(asked) and gone not in rewritten, rewritten
+
+
+@pytest.mark.parametrize("previous, question", [
+    ("园子里有几棵根腐病死了，咋个处理？", "石灰用量呢？"),  # an aspect of the same topic: the topic is carried
+    ("小咖啡苗能用香蕉遮荫不", "要是冬天会下霜的地呢"),  # a condition
+    ("水洗的咖啡发酵，咋个看发好了没得？", "发酵完了接下来呢？"),  # the next step
+])
+def test_what_about_an_aspect_a_condition_or_a_next_step_keeps_the_previous_topic(sample_engine, previous, question):
+    history = [Turn("user", previous), Turn("assistant", "……")]
+    rewritten = rewrite_query(question, history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
+    assert rewritten.endswith(question.lstrip("那")) and rewritten != question, rewritten
+
+
+
+def test_a_demonstrative_after_a_measure_describes_it_and_points_nowhere(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    # 1600多米这种地方: places like ours at 1600 m, asked after a frost exchange at the same altitude: not "this" of the
+    # conversation, so the question is not held to the frost documents
+    question = "我们1600多米这种地方，采收要采到几月份？"
+    assert classify(question, tok, stats).reason != "points back" and not leans_back(question, tok)
+    assert classify("这种病咋个防？", tok, stats).reason == "points back" and leans_back("这种病咋个防？", tok)
+    assert leans_back("打了以后那种芽留不留", tok)
