@@ -916,6 +916,7 @@ def other_crop(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     for word, start in words:
         crop = word[:-1] if word.endswith("树") else word  # 芒果树 is a 芒果 tree; 幼树, 荫蔽树 are no crop
         if (len(crop) >= 2 and _CROP.search(crop) and not crop.endswith("树") and not _DOUBLED.fullmatch(crop)  # 果果: fruit
+                and word not in tokenizer.synonyms  # a growers' word the table reads (种果 → 留种): its targets are checked
                 and not _PLANTED_BESIDE.search(question[max(0, start - 5):start])
                 and stats.share(crop) <= OTHER_CROP_SHARE and (stats.known(crop) or tokenizer.general_frequency(crop))
                 and not any(e != word and e not in word and 0 <= question.find(e) < start for e in entities)):

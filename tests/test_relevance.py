@@ -111,6 +111,10 @@ def test_another_crop_is_the_question_when_coffee_is_not_named(sample_engine):
     # a doubled character is a diminutive (果果: the coffee cherries), no crop's name
     assert other_crop("三百棵挂果的树，一棵一千颗左右果果，一亩大概能收好多鲜果？", tok, stats) == ""
     assert other_crop("果果有好多斤", tok, stats) == ""
+    # a growers' word the synonym table reads (种果 → 留种|种子: the seed fruit) is that, no crop; a crop's other name
+    # (包谷 → 玉米) is still the crop
+    assert other_crop("想自己留点种子育苗，一般几月份开始在树上摘种果？", tok, stats) == ""
+    assert other_crop("包谷要施好多肥", tok, stats) == "玉米"
 
 
 def test_growers_everyday_words_for_what_the_kb_names_are_no_unknown_focus(sample_engine):
