@@ -195,7 +195,8 @@ class Engine:
             result = self._with_said(result, said)
             if not (kind == "ambiguous" and opens_new(docs, alone)):  # a new topic after all: its own order stays
                 readings = conversation.Readings(question, rewritten, kind, result.evidence, alone.evidence,
-                                                 carried.evidence, said, frozenset(docs), self._beside(said))
+                                                 carried.evidence, said, frozenset(docs), self._beside(said),
+                                                 said_cited=bool(cited_ids(last_reply(history))))
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings, corrections=corrections), readings

@@ -17,8 +17,9 @@ pipeline's own order stays. They ship in rag_core/resources/conversation_ranker.
 
     .venv/bin/python -m rag_core.rank.conversation [--config F] [--out F] [GOLD.jsonl …]
 
-on the conversation sets in CONVERSATION_GOLD (never dev2.jsonl nor the round's check sets). A missing or unreadable
-file keeps the pipeline's own order, said once in the log.
+on the conversation sets in CONVERSATION_GOLD (never dev2.jsonl nor the round's check sets), each item twice: after
+its written reply and after the engine's own (cited, as a user has it). A missing or unreadable file keeps the
+pipeline's own order, said once in the log.
 """
 from __future__ import annotations
 
@@ -58,18 +59,22 @@ FEATURES = (
     "followup_x_carried",  # carried_rr of a question read as a follow-up (not one HAR could not tell)
     "followup_x_said",  # said, of a question read as a follow-up
     "ambiguous_x_alone",  # alone_rr of a question HAR could not tell (那… naming a topic)
+    "cited_x_said",  # said, where the reply cited it (the bot's own reply, as a user has it, not a gold set's words)
+    "cited_x_said_document",  # said_document, where the reply cited its passage
 )
 RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "conversation_ranker.json"
-FORMAT = 2
+FORMAT = 3
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
+REPLIES = ("written", "own")  # the histories trained on: the gold sets' replies and the engine's own
 GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
-# conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev17 and conv17 in
-# round 18, are kept for checking)
+# conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev18 and conv18 in
+# round 19, are kept for checking)
 CONVERSATION_GOLD = ("dev-multiturn.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl", "dev3.jsonl", "dev4.jsonl",
                      "dev5.jsonl", "dev6.jsonl", "dev7.jsonl", "dev8.jsonl", "dev9.jsonl", "dev10.jsonl",
                      "dev11.jsonl", "dev12.jsonl", "conv11.jsonl", "conv12.jsonl", "dev13.jsonl", "conv13.jsonl",
-                     "dev14.jsonl", "conv14.jsonl", "dev15.jsonl", "conv15.jsonl", "dev16.jsonl", "conv16.jsonl")
+                     "dev14.jsonl", "conv14.jsonl", "dev15.jsonl", "conv15.jsonl", "dev16.jsonl", "conv16.jsonl",
+                     "dev17.jsonl", "conv17.jsonl")
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class Readings:
     said: Chunk | None  # the passage the last reply stood on
     previous_docs: frozenset[str]
     neighbours: tuple[Chunk, ...] = ()  # the passages right before and after it in its document: candidates too
+    said_cited: bool = False  # the reply cited its passage (the bot's own reply), rather than being matched by its words
 
 
 @dataclass(frozen=True)
@@ -191,27 +197,35 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
             float(c.docid in readings.previous_docs),
             _coverage(own, text), _coverage(carried, text),
             followup * carried_rr, followup * is_said, ambiguous * alone_rr,
+            readings.said_cited * is_said, float(readings.said_cited and same_doc),
         )
     return hits, x
 
 
 # --- training ------------------------------------------------------------------------------------------------------
 
-def examples(engine, paths: Sequence[Path]) -> list[tuple[Readings, frozenset[str]]]:
+def examples(engine, paths: Sequence[Path], replies: Sequence[str] = REPLIES) -> list[tuple[Readings, frozenset[str]]]:
     """(readings, gold chunk ids) of every answerable item with history that the pipeline reads as continuing the
-    conversation, over `engine`'s build."""
+    conversation, over `engine`'s build: after the gold set's written replies and after the engine's own (cited, as a
+    user has them: `eval --replies own`), per `replies`."""
     from ..eval.gold import load_gold, map_gold
+    from ..eval.run import own_history
+    from ..pipeline import Options
 
     documents = {d["path"]: d["text"] for d in engine.index.documents.values()}
-    out = []
+    out, answered = [], {}
     for path in paths:
         items = [i for i in load_gold(path) if i.answerable and i.history]
         mapping = map_gold(items, documents, engine.index.chunks)
         for item in items:
             gold = frozenset(mapping.gold.get(item.id, ()))
-            _, readings = engine.read(item.question, item.history)
-            if gold and readings is not None:
-                out.append((readings, gold))
+            if not gold:
+                continue
+            for which in replies:
+                history = item.history if which == "written" else own_history(engine, item.history, Options(), answered)
+                _, readings = engine.read(item.question, history)
+                if readings is not None:
+                    out.append((readings, gold))
     return out
 
 
