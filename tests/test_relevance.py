@@ -3,6 +3,8 @@ growers' words, none taken from the eval sets. A principle is a kind of fact ask
 …) or a kind of name the knowledge base lacks (an agrochemical, a pest, a crop), never a topic list."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rag_core.records import Chunk, Hit
@@ -945,3 +947,14 @@ def test_who_a_grower_speaks_of_when_a_century_and_a_chemicals_interval_are_no_n
 def test_growers_words_for_tools_a_hedge_and_early_spring_reach_the_kbs(sample_engine):
     tokens = set(sample_engine.tokenizer.query_tokens("坡上想种一道道的篱笆，开春要备哪样家什"))
     assert {"植物篱", "春季", "工具"} <= tokens
+
+
+def test_an_amount_asked_of_words_the_evidence_never_uses_needs_a_figure_of_its_kind_there(sample_engine):
+    # 灭字虎天牛 is the KB's 灭字脊虎天牛 misspelt, 母虫 its 雌虫: no word of the question stands in the evidence to hold
+    # a figure to, and no count of eggs (颗, 粒) stands anywhere in it, so the count is not there to give
+    question = "灭字虎天牛一只母虫一季要下好多颗卵？"
+    hits = sample_engine.search(question).evidence
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unanchored_amount(question, hits, tok, stats) == "具体数字"
+    with_count = [Hit(dataclasses.replace(hits[0].chunk, text="每头雌虫产卵 30～50 粒。"), hits[0].score)]
+    assert unanchored_amount(question, with_count, tok, stats) == ""
