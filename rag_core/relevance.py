@@ -558,7 +558,10 @@ def _doses(sentence: str, chemical: str, figure: re.Pattern, tokenizer: Tokenize
 
 
 # How much of a chemical, in no unit (草甘膦一桶水兑好多, 波尔多液配多少): a dose of it must stand in the evidence.
-_DOSE_ASKED = re.compile(r"(?:兑|配|对水|放|用|加)\s*(?:好多|多少|几)(?![天年次回遍月号点时])")
+_DOSE_ASKED = re.compile(r"(?:兑|配|对水|放|用|加)\s*(?:成|到|得)?\s*(?:好多|多少|几)(?![天年次回遍月号点时])"
+                         r"|(?:好|多|啥子?|什么|哪样)\s*(?:浓度|浓|稀)")  # 兑成好浓, 要多浓: a concentration asked
+# a salt or acid mixed as a spray or drench (硫酸亚铁, 硼酸, 氯化钙): a chemical whose dose is asked, like the pesticides
+_SALT = re.compile(r"硫酸|硝酸|磷酸|氯化|碳酸|氢氧化|硼砂|硼酸|高锰酸")
 
 
 def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, top: int = 3) -> str:
@@ -567,7 +570,7 @@ def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     knowledge base names 草甘膦 only to warn where it harms coffee: no dose of it is an answer's."""
     if not _DOSE_ASKED.search(question):
         return ""
-    chemicals = [t for t in tokenizer.entities(question) if _CHEMISTRY.search(t) and stats.known(t)]
+    chemicals = [t for t in tokenizer.entities(question) if (_CHEMISTRY.search(t) or _SALT.search(t)) and stats.known(t)]
     sentences = [h.chunk.text[a:b] for h in hits[:top] for a, b in sentence_spans(h.chunk.text)]
     for chemical in chemicals:
         if not any(_doses(sentence, chemical, figure, tokenizer) for sentence in sentences for figure in _DOSES):
@@ -1066,9 +1069,10 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
                    or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
                    or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
-                   or unanchored_dose(asked, hits, tokenizer, stats)
                    or scoped_out(asked, hits, tokenizer, stats)
-                   if stats and asked == question else ""))
+                   if stats and asked == question else "")
+               # a chemical the follow-up names itself anchors its dose (那苯醚甲环唑打炭疽兑好多倍): judged as for any question
+               or (unanchored_dose(asked, hits, tokenizer, stats) if stats else ""))
     covered = not missing and (score >= MIN_COVERAGE or stats is not None  # in words the knowledge base uses
                                and any(stats.known(w) for w in content_words(asked, tokenizer)))
     return Coverage(covered=covered, score=score, missing=missing)

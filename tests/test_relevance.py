@@ -837,6 +837,23 @@ def test_how_much_of_a_chemical_to_mix_needs_a_dose_of_it(sample_engine):
     dosed = _passages("若虫盛期喷 25% 噻嗪酮可湿性粉剂 1000–1500 倍液，或螺虫乙酯等。")
     assert unanchored_dose("噻嗪酮一桶水兑好多？", dosed, tok, stats) == ""
     assert unanchored_dose("草甘膦一年打几次？", warned, tok, stats) == ""
+    # a concentration asked in growers' words (兑成好浓, 要多浓), and a salt mixed as a spray: 硫酸亚铁 is named for iron
+    # deficiency without a strength
+    named = _passages("缺铁多见于石灰施用过多、土壤偏碱的地块，叶面喷硫酸亚铁可以缓解。")
+    assert unanchored_dose("缺铁了，硫酸亚铁要兑成好浓的喷？", named, tok, stats) == "硫酸亚铁的用量"
+    assert unanchored_dose("噻嗪酮要多浓？", dosed, tok, stats) == ""
+    strength = _passages("叶面喷 0.2%–0.3% 硫酸亚铁溶液，间隔 7–10 天。")
+    assert unanchored_dose("硫酸亚铁要兑成好浓的喷？", strength, tok, stats) == ""
+
+
+def test_a_follow_up_that_names_its_chemical_is_held_to_that_chemicals_dose(sample_engine):
+    """那苯醚甲环唑兑好多倍 after a reply naming 炭疽病: the follow-up's own words name the chemical, so its dose is
+    judged as for any question (the manual says 苯醚甲环唑 按标签浓度: no dose)."""
+    tok, stats, text = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    label = _passages("病重时用咪鲜胺、苯醚甲环唑等内吸性药剂，按标签浓度使用，与铜制剂交替，间隔 10–15 天。")
+    coverage = assess("咖啡炭疽病 那苯醚甲环唑打炭疽兑好多倍嘛？", label, tok, text, stats,
+                      asked="那苯醚甲环唑打炭疽兑好多倍嘛？")
+    assert not coverage.covered and coverage.missing == "苯醚甲环唑的用量"
 
 
 def test_a_head_that_opens_a_longer_word_ends_no_unknown_name(sample_engine):
