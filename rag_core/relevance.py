@@ -220,10 +220,11 @@ _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
 
 # a later clause that asks what to do (…裂开几道口子，坡脚还冒浑水，咋个整): 几 before it tells a few, asks nothing
 _ASKED_WHAT_TO_DO_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^？?]*?(?:" + WHAT_TO_DO + r")[^，,。；;！!？?]{0,3}[？?]?\s*$")
-# …or asks with a question word of its own, which no amount is (老辈子传下来几棵老咖啡树，…，这个是哪样品种？): the last
-# clause asks, and the 几 two clauses or more before it describes
+# …or asks with a question word of its own, which no amount is (老辈子传下来几棵老咖啡树，…，这个是哪样品种？), or whether
+# (…只有顶上结几颗果，…，有没得办法只换这一根？): the last clause asks, and the 几 two clauses or more before it describes
 _ASKED_OTHER_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^？?]*[，,。；;！!\s][^，,。；;！!？?]*?"
-                                r"(?:哪样|什么|啥子?|哪个|哪种|哪一种|为什么|为啥|咋回事|咋个回事|是不是|对不对)"
+                                r"(?:哪样|什么|啥子?|哪个|哪种|哪一种|为什么|为啥|咋回事|咋个回事|是不是|对不对"
+                                r"|有没得|有没有|能不能|可不可以|行不行|要不要|得不得|好不好)"
                                 r"[^，,。；;！!？?]*[？?]?\s*$")
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
 _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked

@@ -918,6 +918,10 @@ def test_a_few_told_before_a_clause_that_asks_what_is_no_amount(sample_engine):
     told = "我家在宾川，老辈子传下来几棵老咖啡树，长得高高大大的，嫩叶尖尖是古铜色，这个是哪样品种嘛？"
     assert unanchored_amount(told, hits, tok, stats) == ""
     assert unanchored_amount("铁皮卡一亩栽几棵，用哪样苗好？", hits, tok, stats) == "具体数字"
+    # nor before a clause that asks whether (有没得办法, 要不要): …只有顶上结几颗果，…，有没得办法只换这一根？
+    stems = "老园子是多干的，现在有一根干子下半截光秃秃的，只有顶上结几颗果，另外两根还好，有没得办法只换这一根？"
+    assert unanchored_amount(stems, hits, tok, stats) == ""
+    assert unanchored_amount("一年要打几次，要不要轮换？", hits, tok, stats) == "具体数字"  # 几次 asks, beside whether
 
 
 def test_what_a_question_asks_of_its_topic_is_no_topic(sample_engine):
