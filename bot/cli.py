@@ -16,7 +16,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("PTB_TIMEDELTA", "1")  # python-telegram-bot: timedeltas, not deprecated integer seconds
 
 from rag_core.config import Config, ConfigError, Secrets, load_config  # noqa: E402
-from rag_core.records import Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402
+from rag_core.records import REPLIES, Answer, Chunk, Hit, Retrieval, Turn  # noqa: E402
 
 from .version import version  # noqa: E402
 
@@ -463,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for report.md, results.json and the plots (default: eval-out)")
     s.add_argument("--json", action="store_true", help="print the metrics as JSON instead of the Markdown report")
     s.add_argument("--resamples", type=int, default=5000, help="bootstrap and permutation resamples (default: 5000)")
-    s.add_argument("--replies", choices=("written", "own"), default="written",
+    s.add_argument("--replies", choices=REPLIES, default="written",
                    help="the histories' assistant turns: as written in the gold set (default), or each system's own "
                         "reply to the turn before it, as a user of the bot would have them")
 

@@ -151,11 +151,10 @@ def opens_new_topic(question: str) -> bool:
     return bool(_NEW_TOPIC_OPENING.search(question.strip()))
 
 
-def leans_back(question: str, tokenizer: Tokenizer | None = None) -> bool:
+def leans_back(question: str, tokenizer: Tokenizer) -> bool:
     """Whether the question itself signals that it continues the conversation (它, 那…, …呢), beyond naming little."""
     q = question.strip()
-    back = _pointer_back(q, tokenizer) if tokenizer is not None else _BACK_REFERENCE.search(q)
-    return bool(back or _LEANING_OPENING.search(q) or _WHAT_ABOUT.search(q))
+    return bool(_pointer_back(q, tokenizer) or _LEANING_OPENING.search(q) or _WHAT_ABOUT.search(q))
 
 
 # a measure just before a demonstrative (我们1600多米这种地方, 两三年那种小树): what it describes, not a pointer back
@@ -215,7 +214,8 @@ def rewrite_query(
             rewritten = None
         if rewritten and 2 <= len(rewritten.strip()) <= 200:
             return rewritten.strip()
-    again = ask_again_of(question, _previous_question(history, tokenizer, turns, stats), tokenizer)
+    x = what_about(question)  # the previous question is read again only for a bare 那X呢
+    again = ask_again_of(x, _previous_question(history, tokenizer, turns, stats), tokenizer) if x else ""
     return again or carry_topic(question, history, tokenizer, turns, stats)
 
 
@@ -246,15 +246,20 @@ _SWAPPED_KINDS = tuple(re.compile(p) for p in (
 ))
 
 
-def ask_again_of(question: str, previous: str, tokenizer: Tokenizer) -> str:
-    """The previous question asked of what "那X呢" names: X, then the previous question without what X replaces
-    (那炭疽病呢 after 咖啡锈病一般几月份最凶 → 炭疽病 一般几月份最凶); "" when the question asks something of its own
-    (要是…呢 a condition, 发酵完了接下来呢 the next step) or X replaces nothing there (石灰用量呢 asks an aspect of the
-    same topic: the topic is carried as for any follow-up)."""
+def what_about(question: str) -> str:
+    """The X of a bare "那X呢" that asks nothing of its own; "" for any other question (要是…呢 a condition, 发酵完了
+    接下来呢 the next step)."""
     m = _ONLY_X.match(question.strip())
-    if not m or not previous or _ASKS_ITSELF.search(m.group("x")):
+    return m.group("x").strip() if m and not _ASKS_ITSELF.search(m.group("x")) else ""
+
+
+def ask_again_of(x: str, previous: str, tokenizer: Tokenizer) -> str:
+    """The previous question asked of `x` (what_about's X): X, then the previous question without what X replaces
+    (那炭疽病呢 after 咖啡锈病一般几月份最凶 → 炭疽病 一般几月份最凶); "" when X replaces nothing there (石灰用量呢 asks an
+    aspect of the same topic: the topic is carried as for any follow-up)."""
+    if not previous:
         return ""
-    x, rest = m.group("x").strip(), previous
+    rest = previous
     for kind in _SWAPPED_KINDS:
         if kind.search(x):
             rest = kind.sub(" ", rest)

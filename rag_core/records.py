@@ -71,6 +71,7 @@ class Hit:
 
 
 Role = Literal["user", "assistant"]
+REPLIES = ("written", "own")  # whose assistant turns an evaluated history holds: the gold set's, or the engine's own
 
 
 @dataclass(frozen=True)

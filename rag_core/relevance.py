@@ -475,8 +475,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     chemicals = [t for t in names(question) if _CHEMISTRY.search(t)]
     if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent, or the evidence
         # states no figure of a kind asked at all (灭字虎天牛…下好多颗卵, a name the KB spells otherwise: no count of eggs)
-        stated = all(any(figure.search(_with_column_units(h.chunk.text)) for h in hits) for figure in figures)
-        return 0.0 if any(named.values()) or not stated else 1.0
+        return 0.0 if any(named.values()) or not all(
+            any(figure.search(_with_column_units(h.chunk.text)) for h in hits) for figure in figures) else 1.0
     total = sum(weight for _, _, weight in anchors)
     windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)
     named_anywhere = names(question)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config import Config, Secrets
 from ..pipeline import Engine
-from ..records import Turn
+from ..records import REPLIES, Turn
 from .gold import GoldItem, load_gold, map_gold
 from .metrics import ItemScore, category_shares, classify_error, latency_summary, macro_average, score_item
 from .stats import bootstrap_ci, mean_over_runs, paired_permutation_test
@@ -59,9 +59,6 @@ def reranker_that_ran(engine: Engine, system: System) -> str:
         return "none"
     name = getattr(engine.retriever, "reranker_name", None)  # the cross-encoder, else a learned ranker, else "none"
     return name or getattr(engine.reranker, "name", None) or "none"
-
-
-REPLIES = ("written", "own")  # whose assistant turns a history holds: the gold set's, or the system's own
 
 
 def own_history(engine: Engine, history: Sequence[Turn], options, cache: dict) -> tuple[Turn, ...]:

@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..lexical import Tokenizer
-from ..records import Chunk, Hit
+from ..records import REPLIES, Chunk, Hit
 from .features import CorpusStats, _coverage, query_terms
 from .model import fit_pairwise
 
@@ -66,7 +66,6 @@ RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "conversation_
 FORMAT = 3
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
-REPLIES = ("written", "own")  # the histories trained on: the gold sets' replies and the engine's own
 GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
 # conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev18 and conv18 in
 # round 19, are kept for checking)
