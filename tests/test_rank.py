@@ -322,3 +322,49 @@ def test_faq_passages_are_marked_so_the_ranker_can_weigh_their_register():
                        [faq, manual], stats, None, 60)
     column = FEATURES.index("faq_chunk")
     assert x[:, column].tolist() == [1.0, 0.0]
+
+
+def test_the_same_training_in_another_folder_is_reused_within_the_process(tiny, tmp_path, caplog):
+    # eval and the tests build the same KB in other data folders: the ranker trained once is copied, not retrained
+    cfg, tokenizer, _ = tiny
+    first = load_ranker(Layout(cfg.data_dir).current_dir())
+    again = offline_config(tmp_path / "data", kb_dir=cfg.kb_dir, chunking={"method": "sliding"})
+    with caplog.at_level(logging.INFO, logger="rag_core.rank.train"):
+        build_index(again, HashingEmbedder(256), make_tokenizer(again))
+    model = load_ranker(Layout(again.data_dir).current_dir())
+    assert model.info["key"] == first.info["key"] and np.allclose(model.weights, first.weights)
+    assert "reused from an earlier training in this process" in caplog.text
+    assert "trained on" not in caplog.text
+
+
+class CountingE5:
+    """An e5 stand-in: reads 咋个 as 怎么 (as the dialect table does) and counts what it encodes."""
+
+    name = "fake-e5"
+
+    def __init__(self):
+        self.encoded = []
+
+    def mandarin(self, text: str) -> str:
+        return text.replace("咋个", "怎么")
+
+    def query(self, text: str) -> np.ndarray:
+        self.encoded.append(self.mandarin(text))
+        return np.full(4, float(len(text)), dtype=np.float32)
+
+
+def test_training_keeps_question_vectors_in_the_embedding_cache(tmp_path):
+    from rag_core.index.embcache import EmbeddingCache
+    from rag_core.rank.train import KeptQuestions
+
+    e5 = CountingE5()
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
+    kept = KeptQuestions(e5, cache)
+    first = kept.query("锈病咋个防治")
+    assert np.allclose(kept.query("锈病怎么防治"), first)  # the text e5 reads is the key
+    assert e5.encoded == ["锈病怎么防治"]
+    cache.close()
+    later = KeptQuestions(e5, EmbeddingCache(tmp_path / "embeddings.sqlite3"))  # the next retrain, another process
+    assert np.allclose(later.query("锈病咋个防治"), first) and len(e5.encoded) == 1
+    later.query("天牛咋个防治")
+    assert e5.encoded[-1] == "天牛怎么防治" and len(e5.encoded) == 2

@@ -356,7 +356,7 @@ def _build(cfg, layout: Layout, embedder, tokenizer, progress, gate, reuse, cach
             "e5": e5_name,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
-        report.ranker = train_ranker(tmp, cfg, embedder, tokenizer)
+        report.ranker = train_ranker(tmp, cfg, embedder, tokenizer, cache_path)
         final = layout.finish(tmp, build_id)
         veto = gate(final) if gate else None
         report.checks = getattr(gate, "summary", "") or ""
@@ -424,14 +424,15 @@ def _bar(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="passage", file=sys.stderr)
 
 
-def train_ranker(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer: Tokenizer) -> str:
-    """Train the build's learned ranker (rag_core.rank); a failure leaves the build ranking in fusion order."""
+def train_ranker(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer: Tokenizer, cache_path: Path) -> str:
+    """Train the build's learned ranker (rag_core.rank), its e5 question vectors kept in the build's embedding cache;
+    a failure leaves the build ranking in fusion order."""
     if not cfg.retrieval.learned_ranker:
         return "disabled ([retrieval] learned_ranker = false)"
     from ..rank.train import train_for_build
 
     try:
-        model = train_for_build(build_dir, cfg, embedder, tokenizer)
+        model = train_for_build(build_dir, cfg, embedder, tokenizer, embedding_cache=cache_path)
     except Exception as exc:  # a ranker is an improvement, never a reason to lose a build
         log.warning("learned ranker not trained; this build ranks in fusion order: %s", exc)
         return f"not trained: {exc}"

@@ -17,8 +17,9 @@ pipeline's own order stays. They ship in rag_core/resources/conversation_ranker.
 
     .venv/bin/python -m rag_core.rank.conversation [--config F] [--out F] [GOLD.jsonl …]
 
-on the conversation sets in CONVERSATION_GOLD (never dev2.jsonl nor the round's check sets), each item twice: after
-its written reply and after the engine's own (cited, as a user has it). A missing or unreadable file keeps the
+on the follow-ups and switches of the sets the passage ranker trains on (rank/train.py GOLD_FILES; never CHECK_FILES,
+dev2.jsonl and the newest round's blind sets), each item twice: after its written reply and after the engine's own
+(cited, as a user has it). A missing or unreadable file keeps the
 pipeline's own order, said once in the log.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..lexical import Tokenizer
 from ..records import REPLIES, Chunk, Hit
 from .features import CorpusStats, _coverage, query_terms
 from .model import fit_pairwise
+from .train import GOLD_DIR, GOLD_FILES
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +68,6 @@ RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "conversation_
 FORMAT = 3
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
-GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
-# conversation sets written for tuning and read (dev2.jsonl and each round's latest blind sets, dev18 and conv18 in
-# round 19, are kept for checking)
-CONVERSATION_GOLD = ("dev-multiturn.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl", "dev3.jsonl", "dev4.jsonl",
-                     "dev5.jsonl", "dev6.jsonl", "dev7.jsonl", "dev8.jsonl", "dev9.jsonl", "dev10.jsonl",
-                     "dev11.jsonl", "dev12.jsonl", "conv11.jsonl", "conv12.jsonl", "dev13.jsonl", "conv13.jsonl",
-                     "dev14.jsonl", "conv14.jsonl", "dev15.jsonl", "conv15.jsonl", "dev16.jsonl", "conv16.jsonl",
-                     "dev17.jsonl", "conv17.jsonl")
 
 
 @dataclass(frozen=True)
@@ -249,11 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rag_core.rank.conversation", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=None)
     p.add_argument("--out", type=Path, default=RESOURCE)
-    p.add_argument("gold", nargs="*", type=Path, help=f"conversation gold files (default: {', '.join(CONVERSATION_GOLD)})")
+    p.add_argument("gold", nargs="*", type=Path, help=f"gold files (default: the passage ranker's, {', '.join(GOLD_FILES)})")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cfg = load_config(args.config)
-    paths = args.gold or [GOLD_DIR / name for name in CONVERSATION_GOLD]
+    paths = args.gold or [GOLD_DIR / name for name in GOLD_FILES]
     models: dict[str, ConversationRanker] = {}
     for encoder in (cfg.retrieval.ranker_encoder, "off"):  # the passage ranker with e5 features, then without
         retrieval = dataclasses.replace(cfg.retrieval, ranker_encoder=encoder, learned_ranker=True)
