@@ -214,9 +214,9 @@ def rewrite_query(
             rewritten = None
         if rewritten and 2 <= len(rewritten.strip()) <= 200:
             return rewritten.strip()
-    x = what_about(question)  # the previous question is read again only for a bare 那X呢
+    x, then = what_about(question)  # the previous question is read again only for a 那X呢
     again = ask_again_of(x, _previous_question(history, tokenizer, turns, stats), tokenizer) if x else ""
-    return again or carry_topic(question, history, tokenizer, turns, stats)
+    return f"{again} {then}".strip() if again else carry_topic(question, history, tokenizer, turns, stats)
 
 
 def _previous_question(history: Sequence[Turn], tokenizer: Tokenizer, turns: int, stats: TermStats | None) -> str:
@@ -228,11 +228,13 @@ def _previous_question(history: Sequence[Turn], tokenizer: Tokenizer, turns: int
     return rewrite_query(answered[at].content, answered[:at], tokenizer, turns, stats=stats)
 
 
-# "那X呢" with nothing else asks the previous question again of X, in place of what X stands beside there: a month for
-# a month (那二月呢 after 一月份要做些啥子活路), a season, a year of growth, an altitude, a stage of tree, a processing
-# method or form of the crop, a name for a name (那炭疽病呢 after 锈病几月份最凶). These are the kinds such a question
-# swaps; the previous question's topic terms carried in front of X would ask of the old topic instead.
+# "那X呢" asks the previous question again of X, in place of what X stands beside there: a month for a month (那二月呢
+# after 一月份要做些啥子活路), a season, a year of growth, an altitude, a stage of tree, a processing method or form of
+# the crop, a name for a name (那炭疽病呢 after 锈病几月份最凶). These are the kinds such a question swaps; the previous
+# question's topic terms carried in front of X would ask of the old topic instead. A clause after it asks on of the
+# same question (那旱季呢？也要查得这么勤么, 那铁皮卡呢？产量跟卡蒂姆比得不得).
 _ONLY_X = re.compile(r"^(?:那么|那|还有)?[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)[？?。！!…\s]*$")
+_X_THEN = re.compile(r"^(?:那么|那)[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)[？?。！!，,\s]+(?P<then>\S.*)$")
 _ASKS_ITSELF = re.compile(r"咋|怎么|如何|几|多少|好多|啥|什么|哪|要不要|能不能|会不会|可不可以|行不行|要是|如果|假如"
                           r"|以后|之后|接下来|然后")
 _SWAPPED_KINDS = tuple(re.compile(p) for p in (
@@ -246,11 +248,14 @@ _SWAPPED_KINDS = tuple(re.compile(p) for p in (
 ))
 
 
-def what_about(question: str) -> str:
-    """The X of a bare "那X呢" that asks nothing of its own; "" for any other question (要是…呢 a condition, 发酵完了
-    接下来呢 the next step)."""
-    m = _ONLY_X.match(question.strip())
-    return m.group("x").strip() if m and not _ASKS_ITSELF.search(m.group("x")) else ""
+def what_about(question: str) -> tuple[str, str]:
+    """The X of a "那X呢" whose X asks nothing itself, and the clause after it ("" for a bare 那X呢); ("", "") for any
+    other question (要是…呢 a condition, 发酵完了接下来呢 the next step)."""
+    q = question.strip()
+    m = _ONLY_X.match(q) or _X_THEN.match(q)
+    if m is None or _ASKS_ITSELF.search(m.group("x")):
+        return "", ""
+    return m.group("x").strip(), (m.groupdict().get("then") or "").strip()
 
 
 def ask_again_of(x: str, previous: str, tokenizer: Tokenizer) -> str:

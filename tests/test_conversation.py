@@ -863,11 +863,16 @@ def test_a_question_pointing_past_the_last_exchange_continues_the_earlier_one(sa
     ("苗圃头的袋苗，干季多久浇一回水？", "那雨季呢？", "雨季 苗圃头的袋苗", "干季"),  # a season
     ("去年雨季新栽的苗，头一年一棵施好多肥嘛？", "那第二年呢", "第二年 去年雨季新栽的苗", "头一年"),  # a year of growth
     ("我家在孟连，海拔900米左右，咖啡大概哪阵开始摘？", "那1600米以上的呢？", "1600米以上 我家在孟连", "900"),
+    # and a clause after it asks on of the same question
+    ("苗圃头的袋苗，干季多久浇一回水？", "那雨季呢？还要浇那么勤不", "雨季 苗圃头的袋苗", "干季"),
+    ("卡蒂姆种下去第几年挂果？", "那铁皮卡呢，产量比得上不", "铁皮卡 种下去第几年挂果", "卡蒂姆"),
 ])
 def test_what_about_x_asks_the_previous_question_again_of_x(sample_engine, previous, question, asked, gone):
     history = [Turn("user", previous), Turn("assistant", "……")]
     rewritten = rewrite_query(question, history, sample_engine.tokenizer, 2, stats=sample_engine.term_stats)
     assert rewritten.startswith(asked) and gone not in rewritten, rewritten
+    then = re.split(r"呢[？?，,]", question, maxsplit=1)[1:]  # what it asks after 那X呢, kept
+    assert not then or rewritten.endswith(then[0]), rewritten
 
 
 @pytest.mark.parametrize("previous, question", [
