@@ -233,8 +233,9 @@ def _previous_question(history: Sequence[Turn], tokenizer: Tokenizer, turns: int
 # the crop, a name for a name (那炭疽病呢 after 锈病几月份最凶). These are the kinds such a question swaps; the previous
 # question's topic terms carried in front of X would ask of the old topic instead. A clause after it asks on of the
 # same question (那旱季呢？也要查得这么勤么, 那铁皮卡呢？产量跟卡蒂姆比得不得).
-_ONLY_X = re.compile(r"^(?:那么|那|还有)?[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)[？?。！!…\s]*$")
-_X_THEN = re.compile(r"^(?:那么|那)[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)[？?。！!，,\s]+(?P<then>\S.*)$")
+_X = r"[，,\s]*(?P<x>[^，,。；;？?！!]{1,16}?)的?(?:呢|咋样|怎么样)"
+_ONLY_X = re.compile(r"^(?:那么|那|还有)?" + _X + r"[？?。！!…\s]*$")
+_X_THEN = re.compile(r"^(?:那么|那)" + _X + r"[？?。！!，,\s]+(?P<then>\S.*)$")
 _ASKS_ITSELF = re.compile(r"咋|怎么|如何|几|多少|好多|啥|什么|哪|要不要|能不能|会不会|可不可以|行不行|要是|如果|假如"
                           r"|以后|之后|接下来|然后")
 _SWAPPED_KINDS = tuple(re.compile(p) for p in (

@@ -10,7 +10,7 @@ import pytest
 
 from rag_core.rank import conversation as conv
 from rag_core.rank.features import CorpusStats
-from rag_core.rank.train import CHECK_FILES, GOLD_FILES
+from rag_core.eval.gold import CHECK_FILES, GOLD_FILES
 from rag_core.records import Chunk, Hit, Turn
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -102,7 +102,7 @@ def test_topic_switches_rank_as_if_asked_alone_and_out_of_scope_is_refused(eval_
 def test_every_training_set_maps_on_the_sample_index(sample_engine):
     # the learned ranker trains on these files at every build: a quote lost to an edit of kb/ or to a typo would
     # silently shrink its training data
-    from rag_core.rank.train import CHECK_FILES, GOLD_DIR, GOLD_FILES
+    from rag_core.eval.gold import CHECK_FILES, GOLD_DIR, GOLD_FILES
 
     index = sample_engine.index
     docs = {d["path"]: d["text"] for d in index.documents.values()}

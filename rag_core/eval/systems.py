@@ -16,7 +16,8 @@ from ..models import Embedder, Reranker, bundled_embedder, load_embedder, load_r
 from ..pipeline import Engine, Options, make_tokenizer
 from ..rank.encoder import E5_FILE, load_encoder
 from ..rank.model import STATS_FILE
-from ..rank.train import GOLD_DIR, GOLD_FILES, code_files
+from ..rank.train import code_files
+from .gold import GOLD_DIR, GOLD_FILES
 from ..retrieve import Channels
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,9 @@ pipeline's own order stays. They ship in rag_core/resources/conversation_ranker.
 
     .venv/bin/python -m rag_core.rank.conversation [--config F] [--out F] [GOLD.jsonl …]
 
-on the follow-ups and switches of the sets the passage ranker trains on (rank/train.py GOLD_FILES; never CHECK_FILES,
+on the follow-ups and switches of the sets the passage ranker trains on (eval/gold.py GOLD_FILES; never CHECK_FILES,
 dev2.jsonl and the newest round's blind sets), each item twice: after its written reply and after the engine's own
-(cited, as a user has it). A missing or unreadable file keeps the
-pipeline's own order, said once in the log.
+(cited, as a user has it). A missing or unreadable file keeps the pipeline's own order, said once in the log.
 """
 from __future__ import annotations
 
@@ -35,11 +34,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..eval.gold import GOLD_DIR, GOLD_FILES
 from ..lexical import Tokenizer
 from ..records import REPLIES, Chunk, Hit
 from .features import CorpusStats, _coverage, query_terms
 from .model import fit_pairwise
-from .train import GOLD_DIR, GOLD_FILES
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,14 @@ from typing import Sequence
 import numpy as np
 
 from ..config import load_config
+from ..eval.gold import GOLD_DIR, GOLD_FILES
 from ..eval.stats import bootstrap_ci, paired_permutation_test
 from .encoder import E5_FEATURES
 from .features import FEATURES
 from .infer import Featurizer, e5_for
 from .model import NAME, NAME_E5
 from .pseudo import pseudo_queries
-from .train import GOLD_DIR, GOLD_FILES, Example, Group, collect, corpus_stats, fit, gold_examples, without_e5
+from .train import Example, Group, collect, corpus_stats, fit, gold_examples, without_e5
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import Config
-from ..eval.gold import load_gold, map_gold
+from ..eval.gold import GOLD_DIR, GOLD_FILES, load_gold, map_gold
 from ..history import conversation_text, rewrite_query
 from ..index.bm25 import load_tokens
 from ..index.embcache import EmbeddingCache
@@ -38,15 +38,6 @@ from .pseudo import pseudo_queries
 
 log = logging.getLogger(__name__)
 
-GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
-# Every gold set written for tuning, and each earlier round's blind sets once their round had read them: growers'
-# questions from a dozen independent writers (about 3,000 answerable, follow-ups and switches rewritten as the
-# pipeline rewrites them). Never CHECK_FILES: dev2.jsonl and the newest round's blind sets are kept for checking.
-GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl", "train-colloquial.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl",
-              *(f"dev{n}.jsonl" for n in range(3, 19)), "colloquial7.jsonl",
-              *(f"colloquial{n}.jsonl" for n in range(9, 18)), *(f"conv{n}.jsonl" for n in range(11, 19)),
-              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 18))))
-CHECK_FILES = ("dev2.jsonl", "dev19.jsonl", "conv19.jsonl", "colloquial18.jsonl", "adversarial-oos18.jsonl")
 PSEUDO_WEIGHT = 0.1  # a pseudo-query counts a tenth of a labelled question (dev k-fold: 0.1 ≥ 0.3 > 1.0)
 L2 = 10.0  # dev k-fold: 10 ≥ 30 > 1 > 0.1 (bench/results/ranker.md)
 
@@ -167,29 +158,26 @@ _TRAINED: dict[str, tuple[LinearRanker, bytes]] = {}  # training key → the ran
 
 
 def _reuse(previous: Path | None, build_dir: Path, key: str) -> LinearRanker | None:
-    """The previous build's ranker when it was trained on exactly the same inputs."""
-    if previous is None or previous.resolve() == build_dir.resolve():
-        return None
+    """A ranker trained on exactly the same inputs, copied into `build_dir` with its corpus statistics: the previous
+    build's, else one this process trained for another build."""
+    found, source = None, "an earlier training in this process"
     try:
-        model = load_ranker(previous)
-        if model.info.get("key") != key or not (previous / STATS_FILE).exists():
-            return None
-        shutil.copyfile(previous / STATS_FILE, build_dir / STATS_FILE)
-        model.save(build_dir)
+        if previous is not None and previous.resolve() != build_dir.resolve():
+            model = load_ranker(previous)
+            if model.info.get("key") == key and (previous / STATS_FILE).exists():
+                found, source = (model, (previous / STATS_FILE).read_bytes()), f"build {previous.name}"
     except (RankerUnavailable, OSError):
+        pass
+    found = found or _TRAINED.get(key)
+    if found is None:
         return None
-    log.info("learned ranker reused from build %s (same chunks, gold files and code)", previous.name)
-    return model
-
-
-def _reuse_trained(key: str, build_dir: Path) -> LinearRanker | None:
-    """The ranker this process already trained on exactly the same inputs, for another build."""
-    if key not in _TRAINED:
+    model, stats = found
+    try:
+        (build_dir / STATS_FILE).write_bytes(stats)
+        model.save(build_dir)
+    except OSError:
         return None
-    model, stats = _TRAINED[key]
-    (build_dir / STATS_FILE).write_bytes(stats)
-    model.save(build_dir)
-    log.info("learned ranker reused from an earlier training in this process (same chunks, gold files and code)")
+    log.info("learned ranker reused from %s (same chunks, gold files and code)", source)
     return model
 
 
@@ -215,7 +203,7 @@ def train_for_build(build_dir: Path, cfg: Config, embedder: Embedder, tokenizer:
             log.info("learned ranker trains without e5 features: %s", why)
         key = training_key(index, cfg, embedder, paths, e5)
         layout = Layout(cfg.data_dir)
-        reused = _reuse(previous or layout.current_dir(), build_dir, key) or _reuse_trained(key, build_dir)
+        reused = _reuse(previous or layout.current_dir(), build_dir, key)
         if reused is not None:
             return reused
         stats = corpus_stats(build_dir, index)
