@@ -18,6 +18,7 @@ from .records import Hit, Retrieval
 
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()  # fallback reasons already logged
+DenseHits = tuple[object, list[int]] | None  # a question's dense vector and the chunk positions its channel ranked
 
 
 class QueryError(ValueError):
@@ -120,9 +121,29 @@ class Retriever:
             return self.reranker.name
         return self.learned.name if self.learned is not None else "none"
 
+    def _depth(self, size: int) -> int:
+        return max(size, self.cfg.bm25_top, self.cfg.dense_top)
+
+    def dense_text(self, query: str, rewritten: str | None = None) -> str:
+        """What the dense channel embeds for this question."""
+        return self.tokenizer.expand(normalise_fragment(clip_query(rewritten or query, self.cfg.max_query_chars)[0]))
+
+    def dense_many(self, texts: Sequence[str], size: int) -> list[DenseHits]:
+        """The dense channel for many questions (`dense_text` each) in one embedding batch and one index query: what
+        `pool` takes as `dense` (ranker training pools thousands of questions)."""
+        if self.embedder is None or not texts:
+            return [None] * len(texts)
+        vectors = self.embedder.embed(list(texts))
+        tops = self.index.dense.top_many(vectors, self._depth(size))
+        return [(v, self._positions(top)) for v, top in zip(vectors, tops)]
+
+    def _positions(self, top: Sequence[tuple[str, float]]) -> list[int]:
+        return [p for cid, _ in top if (p := self.index.dense_position(cid)) is not None]
+
     def pool(self, query: str, rewritten: str | None = None, channels: Channels = Channels(), size: int | None = None,
-             context: str = "") -> Pool:
-        """BM25 ∥ dense → RRF: the first `size` fused candidates (default: the rerank candidates)."""
+             context: str = "", dense: DenseHits = None) -> Pool:
+        """BM25 ∥ dense → RRF: the first `size` fused candidates (default: the rerank candidates). `dense` is this
+        question's dense channel when `dense_many` ran it already."""
         timings: dict[str, float] = {}
         warnings = list(self.warnings)
         q, clipped = clip_query(rewritten or query, self.cfg.max_query_chars)
@@ -133,7 +154,7 @@ class Retriever:
         if not (channels.bm25 or use_dense):
             raise QueryError("both retrieval channels are switched off")
         size = size or self.cfg.rerank_candidates
-        depth = max(size, self.cfg.bm25_top, self.cfg.dense_top)
+        depth = self._depth(size)
 
         t = time.perf_counter()
         if channels.bm25:
@@ -145,10 +166,11 @@ class Retriever:
 
         t = time.perf_counter()
         vector = None
-        if use_dense:
+        if use_dense and dense is not None:
+            vector, lists["dense"] = dense
+        elif use_dense:
             vector = self.embedder.embed([self.tokenizer.expand(qn)])[0]
-            lists["dense"] = [p for cid, _ in self.index.dense.top(vector, max(self.cfg.dense_top, depth))
-                              if (p := self.index.dense_position(cid)) is not None]
+            lists["dense"] = self._positions(self.index.dense.top(vector, depth))
         timings["dense"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()

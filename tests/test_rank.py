@@ -286,6 +286,17 @@ def test_labelled_follow_ups_are_rewritten_for_training_as_the_pipeline_rewrites
         assert ex.rewritten == sample_engine.rewrite(item.question, item.history), item.question
 
 
+def test_training_pools_with_one_batched_dense_query_as_each_question_would_alone(sample_engine):
+    retriever, size = sample_engine.retriever, sample_engine.cfg.retrieval.learned_candidates
+    asked = [("咖啡锈病怎么防治", None), ("要打几次", "咖啡锈病 要打几次"), ("一亩地施好多尿素", None), ("谢谢", None)]
+    dense = retriever.dense_many([retriever.dense_text(q, r) for q, r in asked], size)
+    assert len(dense) == len(asked)
+    for (query, rewritten), hits in zip(asked, dense):
+        alone, batched = retriever.pool(query, rewritten, size=size), retriever.pool(query, rewritten, size=size, dense=hits)
+        assert batched.ranks["dense"] == alone.ranks["dense"] and len(alone.ranks["dense"]) >= size, query
+        assert batched.fused == alone.fused and np.array_equal(batched.vector, alone.vector), query
+
+
 def test_the_rankers_training_key_covers_har():
     # training rewrites labelled follow-ups with rag_core.history: a ranker trained before a HAR change is stale
     from rag_core.rank.train import code_files

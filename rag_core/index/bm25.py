@@ -38,10 +38,20 @@ class RankBM25Index:
         self._bm25 = b = BM25Okapi([list(t) or ["∅"] for t in corpus_tokens])
         self._norm = b.k1 * (1 - b.b + b.b * np.array(b.doc_len) / b.avgdl)
         self._token = functools.lru_cache(maxsize=max(256, CACHED_SCORES // max(b.corpus_size, 1)))(self._token_scores)
+        postings: dict[str, tuple[list[int], list[int]]] = {}  # token → the chunks it occurs in, and how often
+        for position, freqs in enumerate(b.doc_freqs):
+            for token, n in freqs.items():
+                where, counts = postings.setdefault(token, ([], []))
+                where.append(position)
+                counts.append(n)
+        self._postings = {t: (np.array(w), np.array(c)) for t, (w, c) in postings.items()}
 
     def _token_scores(self, token: str) -> np.ndarray:
         b = self._bm25
-        q_freq = np.array([(doc.get(token) or 0) for doc in b.doc_freqs])
+        q_freq = np.zeros(b.corpus_size, dtype=np.int64)  # the token's count in each chunk, as rank-bm25 reads it
+        if token in self._postings:
+            where, counts = self._postings[token]
+            q_freq[where] = counts
         return (b.idf.get(token) or 0) * (q_freq * (b.k1 + 1) / (q_freq + self._norm))
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:

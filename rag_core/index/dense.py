@@ -122,11 +122,16 @@ class DenseStore:
 
     def top(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity) best first."""
+        return self.top_many([vector], k)[0]
+
+    def top_many(self, vectors: Sequence[np.ndarray] | np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """`top` of each vector, in one query of the index (the same results as one query each; ranker training asks
+        thousands)."""
         n = self.count()
-        if n == 0:
-            return []
-        res = self._col.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=min(k, n), include=["distances"])
-        return [(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0])]
+        if n == 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        res = self._col.query(query_embeddings=np.asarray(vectors, dtype=np.float32), n_results=min(k, n), include=["distances"])
+        return [[(i, 1.0 - float(d)) for i, d in zip(ids, dists)] for ids, dists in zip(res["ids"], res["distances"])]
 
     def vectors(self, ids: Sequence[str]) -> list[np.ndarray | None] | None:
         """The stored vectors of these ids, in order (None for an unknown id); None when none is known. Vectors read

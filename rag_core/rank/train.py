@@ -82,8 +82,9 @@ def gold_examples(index: IndexReader, tokenizer: Tokenizer, har_turns: int, path
 
 def collect(retriever, featurize: Featurizer, examples: Sequence[Example], size: int) -> list[Group]:
     groups = []
-    for ex in examples:
-        pool = retriever.pool(ex.query, ex.rewritten, size=size, context=ex.context)
+    dense = retriever.dense_many([retriever.dense_text(ex.query, ex.rewritten) for ex in examples], size)
+    for ex, hits in zip(examples, dense):
+        pool = retriever.pool(ex.query, ex.rewritten, size=size, context=ex.context, dense=hits)
         if not pool.fused:
             continue
         positions = [p for p, _ in pool.fused]
