@@ -106,11 +106,12 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # selling online: a shop, a live stream, a platform's checkout (the manual sells to buyers and processors)
     ("网络销售", re.compile(r"直播|电商|网店|淘宝|抖音|快手|拼多多|微店|小黄车|带货|网上卖|线上卖"), None),
     # tax, invoices, contracts and the law: the manual teaches growing and processing, none of them
-    ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉|法院|告状|索赔|赔偿|(?:找|叫|要)[他她]赔"),
+    ("税费和合同", re.compile(r"(?:交|缴|纳|上|哪些|哪样|什么|啥子?|要不要)\s*税|税率|税务|发票|合同|协议书|犯法|违法|打官司|起诉|法院|告状|索赔|赔偿|(?:找|叫|要)[他她]赔"
+                        r"|告(?:他|她|他们|她们|人家)|纠纷|地界|界桩"),
      None),  # None: the asked word itself must be there
     ("办理手续", re.compile(r"手续|办证|办[^，,。？?]{0,4}证|许可证|执照|认证|审批|备案|注册|流程|证书|商标|地理标志"), None),  # None: the asked word itself must be there
     # the very year (具体是哪一年): a century or a decade (十九世纪末) is no answer to it
-    ("具体年份", re.compile(r"具体[^，,。？?]{0,8}?(?:哪年|哪一年|几几年|哪个年份)"), re.compile(r"\d{4}\s*年")),
+    ("具体年份", re.compile(r"(?:具体|到底|究竟)[^，,。？?]{0,8}?(?:哪年|哪一年|几几年|哪个年份)"), re.compile(r"\d{4}\s*年")),
     ("年份", re.compile(r"哪年|哪一年|哪个年代|什么年代|几几年|哪个年份"), re.compile(r"\d{4}\s*年|\d{2}\s*世纪|[一二十]+世纪|\d{2}\s*年代")),
     # a person's name: who, or the name of someone (那个专家叫啥名字; not 有种瓢虫专门吃粉蚧，叫啥子名字, a thing's name)
     ("人名", re.compile(r"是谁|哪个人|哪位|哪个[\u4e00-\u9fff]{0,3}?(?:士|师|员|专家|老板)"
@@ -118,11 +119,14 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
      re.compile(r"先生|女士|博士|教授|专家")),
     # at home, for oneself, or for the cup: roasting, grinding, brewing and drinking are past the green bean, where
     # this manual stops; not whether a defective bean may be drunk (霉豆能不能自己喝), which its grading answers
-    ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))[\s\S]*?(?:"
+    # (a cupping's water and dose are the grading protocol's, which the manual gives: 杯测的时候冲咖啡，水要烧到好多度)
+    ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))(?![\s\S]*杯测)[\s\S]*?(?:"
                           r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
                           # how it tastes, asked (好不好喝, 好喝不), not told (咖啡馆的人说铁皮卡好喝价钱高，…)
-                          r"|好不好喝|(?:好喝|难喝)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷))"),
+                          r"|好不好喝|(?:好喝|难喝)(?=[^，,。；;！!]{0,4}?(?:吗|么|嘛|不|没|呢|[？?]))|(?:冲|煮|泡)(?:一杯|杯)?咖啡|(?:泡水|泡茶|能不能|可不可以|可以)喝|(?:怎么|咋个?|如何)(?:冲|煮|泡)(?!洗|水|刷)"
+                          # the cup's own ways and machines, which a grower meets in town (冷萃, 手冲, 摩卡壶)
+                          r"|冷萃|冷泡|手冲|挂耳|速溶|拿铁咖啡|美式咖啡|卡布奇诺|意式|浓缩咖啡|摩卡壶|法压壶|咖啡机|虹吸壶)"),
      re.compile(r"(?!)")),
     # how much coffee a person may drink, and what it does to health: the cup is past the green bean too (杯测 tastes
     # a cup to grade beans, and 生豆霉了还能喝吗 asks about a defect, which the manual has: neither asks this)
@@ -181,6 +185,8 @@ _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contami
                   "|世纪|年代",  # 好久种下的: 十九世纪末 says when
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
           "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
+          # minutes or hours asked (泡几分钟, 要泡几个钟头): a figure on that scale, not the weeks of another wait
+          "minutes": "秒|分钟|min|s(?![a-z])|小时|h(?![a-z])", "hours": "分钟|min|小时|h(?![a-z])|个钟头|天|d(?![a-z])|昼夜",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
           "bundles": "捆",
@@ -193,7 +199,8 @@ _SAME_DAY = "当天|当日|立即|立刻|马上|随即|随采随|次日|第二�
 _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"), "mass"), "微克": "trace", **dict.fromkeys(("升", "毫升", "方"), "volume"),
               **dict.fromkeys(("米", "厘米", "公分", "毫米", "寸", "尺", "公里"), "length"), "度": "temperature",
               **dict.fromkeys(("年", "个月", "月", "季"), "time"),
-              **dict.fromkeys(("天", "日", "周", "星期", "礼拜", "小时", "个钟头", "分钟"), "days"),
+              **dict.fromkeys(("天", "日", "周", "星期", "礼拜"), "days"), **dict.fromkeys(("分钟", "秒"), "minutes"),
+              **dict.fromkeys(("小时", "个钟头", "钟头"), "hours"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
               "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
@@ -292,8 +299,15 @@ _ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪�
 def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"防治药剂" when the question asks which chemical to use and no sentence of the evidence (with its neighbours
     and heading) names one beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
-    otherwise (the same test as an amount's, with a chemical for the figure)."""
-    return _unheld("防治药剂", _ASKED_REMEDY.search(question), _REMEDY, question, hits, tokenizer, stats)
+    otherwise (the same test as an amount's, with a chemical for the figure). A pest or disease the question names
+    is what the chemical is for: it must stand in the chemical's own sentence or paragraph (说是根结线虫，用哪样药灌根
+    is not answered by the copper spray of the rust line above the nematode's, however much of the nursery it
+    shares)."""
+    ask = _ASKED_REMEDY.search(question)
+    if not ask or not hits:
+        return ""
+    subjects = [w for w, _, _ in _held_anchors(question, hits, tokenizer, stats, [ask.group(0)]) if _PEST_OR_DISEASE.search(w)]
+    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_REMEDY], subjects) < MIN_AMOUNT_SUPPORT else ""
 
 
 class _Figure(Protocol):
@@ -351,6 +365,8 @@ def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer,
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
 # beside what the question asks it of; 几号 alone is mostly a date.
 _ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪个号|哪一个号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
+# a line's name (萨奇姆有哪些品系，具体叫啥名字): lines are named by their codes, as CIFC 7963 is
+_ASKED_LINE_NAME = re.compile(r"品系[^。？?]{0,12}?(?:叫(?:啥子?|什么|哪样|哪个)|(?:啥子?|什么|哪样)名(?:字|称))")
 _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5
 
 
@@ -369,7 +385,8 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     """"具体编号" when the question asks a designation and no sentence of the evidence states one (other than those
     the question gives) beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
     otherwise (the amount's test)."""
-    return _unheld("具体编号", _ASKED_CODE.search(question), _CodesBesides(question), question, hits, tokenizer, stats)
+    ask = _ASKED_CODE.search(question) or _ASKED_LINE_NAME.search(question)
+    return _unheld("具体编号", ask, _CodesBesides(question), question, hits, tokenizer, stats)
 
 
 # How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one
@@ -448,14 +465,15 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
-             figures: Sequence[_Figure]) -> float:
+             figures: Sequence[_Figure], subjects: Sequence[str] = ()) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
     a sentence matching it has beside it; the smallest of these (every figure asked must be stated), or 1.0 when the
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
     sentence, its neighbours or its heading; a word of another clause describes what the question is about (树干上鼓
     起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
     its question), which it identifies. A name the asking clause gives must itself stand beside the figure:
-    Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands."""
+    Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands. Each of
+    `subjects` (anchors: what a chemical is asked for) must stand in the figure's own sentence or paragraph."""
     anchors = _held_anchors(question, hits, tokenizer, stats, asked)
     clauses = _clauses(question)
     own = {ask: next((c for c in clauses if ask in c), question) for ask in asked}  # each ask's own clause
@@ -497,6 +515,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     def share(ask: str, sentence: str, around: str, paragraph: str, figure: _Figure) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
+            return 0.0
+        if not all(any(f in sentence or f in paragraph for f in forms) for word, forms, _ in anchors if word in subjects):
             return 0.0
         # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose, and
         # so is one that follows another chemical named after it (噻嗪酮 1000–1500 倍液，或螺虫乙酯等…按标签浓度使用)
@@ -809,7 +829,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
             continue  # a fragment of a bad segmentation, not a word (dictionary words of 3+ characters are: 咖啡壶)
-        if _mapped_by_synonyms(word, tokenizer):
+        if _mapped_by_synonyms(word, tokenizer) or _of_known_words(word, stats):
             continue
         out.append(word)
     for run in _single_character_runs(tagged):
@@ -817,6 +837,12 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
                 and not _diminutive(run, tokenizer, stats):  # 青果/果: 青果果
             out.append(run)
     return list(dict.fromkeys(out))
+
+
+def _of_known_words(word: str, stats: TermStats) -> bool:
+    """A compound of two words the knowledge base uses, each of two characters or more (防护林带: 防护 + 林带): the
+    KB's own things, put together as the grower says it."""
+    return any(stats.known(word[:i]) and stats.known(word[i:]) for i in range(2, len(word) - 1))
 
 
 def _diminutive(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
@@ -984,6 +1010,10 @@ def animal_care(question: str, tokenizer: Tokenizer) -> str:
 _FIGHT = r"(?:防|治|杀|赶|灭|驱|打)"
 
 
+# an insect described by its size, colour or body (大虫虫, 绿虫, 肉虫), which the grower cannot name: no name to look for
+_DESCRIBED_INSECT = re.compile(r"[大小绿黑白红黄灰青花肉长胖]虫")
+
+
 def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     """What the question is about that the knowledge base never mentions, when that is most of what it names
     ("" otherwise): a question naming a word the knowledge base has never seen, and little that it knows well,
@@ -995,7 +1025,8 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     # a crop or an X虫: a dictionary word (柠檬树, 卷叶虫), characters jieba could not join (沃/柑) or two its HMM
     # joined (沃柑), not a longer word its HMM made by swallowing a neighbour (能见果, 子死树) nor a description (大肉虫)
     named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w) or _ANIMAL.search(w)
-             or (_CROP.search(w) or w.endswith("虫")) and (tokenizer.general_frequency(w) > 0 or w not in tokens
+             or (_CROP.search(w) or w.endswith("虫") and not _DESCRIBED_INSECT.fullmatch(w))
+             and (tokenizer.general_frequency(w) > 0 or w not in tokens
                                                           or len(w) == 2 and _CROP.search(w))
              # a tree or seedling of a word the KB never uses (茶叶树, jieba cutting 茶叶/树): another crop
              or tokenizer.general_frequency(w) >= MIN_WORD_FREQ and re.search(re.escape(w) + "(?:树|苗)", question)]

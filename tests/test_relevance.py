@@ -979,3 +979,56 @@ def test_an_amount_asked_of_words_the_evidence_never_uses_needs_a_figure_of_its_
     assert unanchored_amount(question, hits, tok, stats) == "具体数字"
     with_count = [Hit(dataclasses.replace(hits[0].chunk, text="每头雌虫产卵 30～50 粒。"), hits[0].score)]
     assert unanchored_amount(question, with_count, tok, stats) == ""
+
+
+def test_minutes_or_hours_asked_are_not_answered_by_weeks(sample_engine):
+    """泡几分钟 asks a soak in minutes: the frost chapter's 2～4 周 before pruning, beside the same shears, is another
+    wait on another scale; a soak stated in minutes (or a night in hours) answers."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "剪子上沾了病，拿漂白水泡一下，要泡几分钟才算消好毒？"
+    weeks = _passages("霜冻后不要急于修剪剪子，应等待 2～4 周再剪。修剪工具用完要在消毒液中浸泡片刻，清水冲净擦干。")
+    assert unanchored_amount(question, weeks, tok, stats) == "具体数字"
+    minutes = _passages("修剪工具用完要在消毒液中浸泡 5～10 分钟，清水冲净擦干。")
+    assert unanchored_amount(question, minutes, tok, stats) == ""
+    soak = _passages("种子播前用温水浸种 12～24 h，捞出晾干再播。")
+    assert unanchored_amount("种子播种前用温水泡几个钟头？", soak, tok, stats) == ""
+    assert unanchored_amount("种子播种前用温水泡几个钟头？", _passages("种子播前用温水浸种，2～3 周后发芽。"), tok, stats) == "具体数字"
+
+
+def test_the_pest_a_chemical_is_asked_for_stands_in_its_own_paragraph(sample_engine):
+    """说是根结线虫，用啥药灌根: the nursery's copper spray for rust names the same seedlings, and the nematode's own
+    line below it names no chemical; the nematode's own line with one answers."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "育苗袋里的苗子根上起疙瘩，人家说是根结线虫，灌哪样药？"
+    nursery = _passages("锈病：苗圃中发现病苗应拔除，喷铜制剂保护周围苗木和育苗袋。\n"
+                        "根结线虫病：苗木矮小，根上有瘤状根结，病苗应销毁。", section="苗圃病虫害")
+    assert unanchored_remedy(question, nursery, tok, stats) == "防治药剂"
+    stated = _passages("根结线虫病：苗木矮小，根上有瘤状根结，可用 10% 噻唑膦颗粒剂拌入育苗土。", section="苗圃病虫害")
+    assert unanchored_remedy(question, stated, tok, stats) == ""
+
+
+def test_the_cups_ways_are_brewing_and_a_cupping_is_grading(hits, sample_engine):
+    assert missing_fact("城里人爱喝冷萃，豆子要磨多粗？", hits) == "家庭烘焙和冲煮"
+    assert missing_fact("买个摩卡壶在家煮咖啡，火开多大？", hits) == "家庭烘焙和冲煮"
+    assert missing_fact("湿的带壳豆拿铁桶装起放要得不？", hits) == ""  # a tin bucket, no latte
+    assert missing_fact("杯测的时候冲咖啡，粉要磨粗点还是细点？", hits) == ""  # the grading protocol's grind
+    answer = sample_engine.answer("杯测要冲咖啡，水烧到好多度才对？")
+    assert answer.covered and "93" in "".join(c.text for c in answer.citations)
+
+
+def test_the_very_year_a_boundary_at_law_and_a_lines_name(sample_engine, hits):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert missing_fact("宾川那些老树究竟是哪一年栽的？", _passages("十九世纪末至二十世纪初，传教士把咖啡带到宾川。")) == "具体年份"
+    assert missing_fact("宾川那些老树是哪一年栽的？", _passages("十九世纪末至二十世纪初，传教士把咖啡带到宾川。")) == ""
+    assert missing_fact("邻居种树越过了地界，遮了我家咖啡，我要去告他", hits) == "税费和合同"
+    lines = _passages("萨奇姆各品系在云南不同海拔的表现差异较大，应选用经过当地试种的品系。")
+    assert unanchored_code("萨奇姆的品系都叫哪样名字？", lines, tok, stats) == "具体编号"
+    named = _passages("卡蒂姆在云南以 CIFC 7963 等品系为主，抗锈性强。")
+    assert unanchored_code("卡蒂姆种的是哪个品系，叫啥名字？", named, tok, stats) == ""
+
+
+def test_two_kb_words_put_together_and_an_insect_described_are_no_unknown_topic(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert "防护林带" not in unknown_words("防护林带要种几行？", tok, stats)  # 防护 + 林带, both the KB's
+    assert unknown_focus("叶子上趴起一条胖乎乎的大虫，嫩叶遭吃光了，咋个治？", tok, stats) == ""
+    assert unknown_focus("叶子背后有毛虫，挨着就痛，咋个打？", tok, stats) == "毛虫"  # a kind of larva, named
