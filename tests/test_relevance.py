@@ -1032,3 +1032,17 @@ def test_two_kb_words_put_together_and_an_insect_described_are_no_unknown_topic(
     assert "防护林带" not in unknown_words("防护林带要种几行？", tok, stats)  # 防护 + 林带, both the KB's
     assert unknown_focus("叶子上趴起一条胖乎乎的大虫，嫩叶遭吃光了，咋个治？", tok, stats) == ""
     assert unknown_focus("叶子背后有毛虫，挨着就痛，咋个打？", tok, stats) == "毛虫"  # a kind of larva, named
+
+
+def test_the_spacing_of_one_plant_from_the_next_is_a_length_beside_that_plant(sample_engine):
+    """一棵和一棵隔好远 asks a spacing: a windbreak passage naming 银桦 among its trees with no distance does not state
+    it, nor the coffee rows' spacing two lines on; a spacing stated for the tree does."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "地头想栽一排银桦挡风，银桦一棵跟一棵要隔好远？"
+    named = _passages("林带宜选用高矮搭配、四季常绿的树种，当地常用银桦、旱冬瓜等。林带应与主风向垂直。",
+                      "咖啡行距 1.8～2.0 m，株距 1.0～1.5 m。")
+    assert unanchored_amount(question, named, tok, stats) == "具体数字"
+    stated = _passages("林带常用银桦、旱冬瓜等，银桦株距 2～3 m，行距 3 m。")
+    assert unanchored_amount(question, stated, tok, stats) == ""
+    coffee = _passages("小粒咖啡矮秆品种行距 1.8～2.0 m，株距 1.0～1.5 m，每亩 250～400 株。")
+    assert unanchored_amount("咖啡苗一棵和一棵隔好远栽？", coffee, tok, stats) == ""
