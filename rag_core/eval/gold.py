@@ -22,10 +22,10 @@ GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
 # questions from a dozen independent writers (about 3,000 answerable, follow-ups and switches rewritten as the
 # pipeline rewrites them). Never CHECK_FILES: dev2.jsonl and the newest round's blind sets are kept for checking.
 GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl", "train-colloquial.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl",
-              *(f"dev{n}.jsonl" for n in range(3, 19)), "colloquial7.jsonl",
-              *(f"colloquial{n}.jsonl" for n in range(9, 18)), *(f"conv{n}.jsonl" for n in range(11, 19)),
-              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 18))))
-CHECK_FILES = ("dev2.jsonl", "dev19.jsonl", "conv19.jsonl", "colloquial18.jsonl", "adversarial-oos18.jsonl")
+              *(f"dev{n}.jsonl" for n in range(3, 20)), "colloquial7.jsonl",
+              *(f"colloquial{n}.jsonl" for n in range(9, 19)), *(f"conv{n}.jsonl" for n in range(11, 20)),
+              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 19))))
+CHECK_FILES = ("dev2.jsonl", "dev20.jsonl", "conv20.jsonl", "colloquial19.jsonl", "adversarial-oos19.jsonl")
 
 
 @dataclass(frozen=True)
