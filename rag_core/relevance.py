@@ -262,6 +262,29 @@ def states_asked_amount(question: str, text: str) -> bool:
     return bool(asks) and all(_FIGURES[kind].search(text) for _, kind in asks)
 
 
+# An amount asked per day or hour (一个熟手一天能采好多公斤, 微喷头一个钟头出好多升水): a rate, which a sentence states
+# only with its time (每天, /h, 一天): a kilogram figure of a picking standard or a litre of a watering is none.
+_PER_TIME_ASKED = re.compile(r"(?:一|每)\s*(?:天|日|个?小时|个?钟头)[^，,。？?]{0,8}?$")
+_PER_TIME = re.compile(r"每\s*(?:天|日|个?小时|个?钟头|人|工)|/\s*(?:d|h|天|日|小时)(?![a-z])|(?:一|1)\s*(?:天|日|个?小时|h(?![a-z]))"
+                       r"|24\s*(?:h|小时)(?![a-z])|日(?:处理|产|采|工作)|台时|工日")
+
+
+class _PerTime:
+    """A figure of the asked kind in a sentence that states its time too."""
+
+    def __init__(self, figure: _Figure):
+        self.figure = figure
+
+    def search(self, sentence: str) -> bool:
+        return bool(self.figure.search(sentence) and _PER_TIME.search(sentence))
+
+
+def _figure_for(question: str, words: str, kind: str) -> _Figure:
+    at = question.find(words)
+    rate = kind not in ("time", "days", "hours", "minutes") and at > 0 and _PER_TIME_ASKED.search(question[:at])
+    return _PerTime(_FIGURES[kind]) if rate else _FIGURES[kind]  # (how long within a day is a duration, no rate)
+
+
 def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
     heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
@@ -269,7 +292,7 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     asks = asked_amounts(question)
     if not hits:
         return ""
-    figures = [_FIGURES[kind] for _, kind in asks]
+    figures = [_figure_for(question, words, kind) for words, kind in asks]
     if not asks:
         return "具体数字" if _declined_bare(question, hits, tokenizer, stats) else ""
     return "具体数字" if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figures) < MIN_AMOUNT_SUPPORT else ""
@@ -483,9 +506,16 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is what
     # the figure is of: it must stand beside it, not only somewhere in the passage. Not a thing the KB may call
     # otherwise (红果: 鲜果), nor a place, mostly where the grower lives (我们普洱这边一亩种好多棵)
+    # A place the question asks of (潞江坝那边一年平均气温好多度) is named too, where it is not the grower's own (_home)
+    # and is asked of as "there" (那边, 那一带): the figure must be the place's, not the province's range beside it.
+    home = _home(question, tokenizer)
+    there = {w for w, f in tokenizer.tagged(question) if f == "ns" and w not in home and stats.known(w)
+             and stats.share(w) <= ANCHOR_SHARE and re.search(re.escape(w) + r"[^，,。？?]{0,4}?(?:那边|那一带|那里|那点|那儿|那头)", question)}
+
     def names(text: str) -> list[str]:
         return [term for term in tokenizer.entities(text) if stats.share(term) <= ANCHOR_SHARE
-                and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)]
+                and (term in tokenizer.names or _CROP.search(term) and stats.share(term) <= CROP_SHARE)] + [
+                    w for w in there if w in text]
 
     named = {ask: names(clause) for ask, clause in own.items()}
     # a name another clause of the ask's sentence gives (戊唑醇打了以后，要隔几天才能摘) says what the figure is of
@@ -677,18 +707,23 @@ _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
 
 
+def _home(question: str, tokenizer: Tokenizer) -> set[str]:
+    """Where the grower says they are (我在保山潞江坝，…): their place, not what a figure is of (我在潞江坝，那边一年平均
+    气温好多度？ asks of the place itself: 那边 points back to it, and it is no home)."""
+    clauses = _clauses(question)
+    home = {w for clause in clauses if _WHERE_I_AM.match(clause)
+            for w, f in tokenizer.tagged(clause) if f == "ns" or w in tokenizer.entities(clause) and _PLACE_WORD.search(w)}
+    if any(_THERE.search(c) or any(w in c for w in home) for c in clauses if not _WHERE_I_AM.match(c)):
+        return set()
+    return home
+
+
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
              asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
     """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
     and the synonym table's words for a growers' word) and its IDF in the knowledge base."""
     keys = [k for k in tokenizer.synonyms if k in question]
-    # where the grower says they are (我在保山潞江坝，…): their place, not what the figure is of
-    # (我在潞江坝，那边一年平均气温好多度？ asks of the place itself: 那边 points back to it, and it stays)
-    clauses = _clauses(question)
-    home = {w for clause in clauses if _WHERE_I_AM.match(clause)
-            for w, f in tokenizer.tagged(clause) if f == "ns" or w in tokenizer.entities(clause) and _PLACE_WORD.search(w)}
-    if any(_THERE.search(c) or any(w in c for w in home) for c in clauses if not _WHERE_I_AM.match(c)):
-        home = set()
+    home = _home(question, tokenizer)
     out = {}
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \

@@ -1046,3 +1046,27 @@ def test_the_spacing_of_one_plant_from_the_next_is_a_length_beside_that_plant(sa
     assert unanchored_amount(question, stated, tok, stats) == ""
     coffee = _passages("小粒咖啡矮秆品种行距 1.8～2.0 m，株距 1.0～1.5 m，每亩 250～400 株。")
     assert unanchored_amount("咖啡苗一棵和一棵隔好远栽？", coffee, tok, stats) == ""
+
+
+def test_a_place_asked_of_as_there_must_stand_beside_its_figure(sample_engine):
+    """潞江坝那边一年平均气温好多度 asks of that place: the province's suitable range two sentences on is not its
+    figure; the place's own is; and the grower's own place (我家在潞江坝) is no subject."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    valley = _passages("保山潞江坝位于怒江干热河谷，热量充足但干季长，必须依靠灌溉。德宏海拔相对较低，雨量较足。"
+                       "小粒咖啡适宜在年平均气温 15～24 °C 的地区种植。")
+    assert unanchored_amount("潞江坝那边一年平均气温有好多度？", valley, tok, stats) == "具体数字"
+    own = _passages("保山潞江坝位于怒江干热河谷，年平均气温约 21 °C，干季长，必须依靠灌溉。")
+    assert unanchored_amount("潞江坝那边一年平均气温有好多度？", own, tok, stats) == ""
+    assert unanchored_amount("我家在潞江坝，咖啡适宜的年平均气温是好多度？", valley, tok, stats) == ""
+
+
+def test_an_amount_asked_per_day_or_hour_is_a_rate_stated_with_its_time(sample_engine):
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "请人摘咖啡，一个熟手一天摘得了好多公斤红果？"
+    standard = _passages("采摘时只摘红熟果，每次采摘的鲜果中成熟果应达 90% 以上，每筐装 20～25 kg 红果。")
+    assert unanchored_amount(question, standard, tok, stats) == "具体数字"
+    rate = _passages("熟练工人采摘红熟果，每人每天可摘鲜果 60～100 kg。")
+    assert unanchored_amount(question, rate, tok, stats) == ""
+    # how long within a day is a duration: 一天最多打好久的药 is answered by hours
+    spraying = _passages("施药人员每天连续施药时间不宜超过 6 h，施药后及时洗澡换衣。")
+    assert unanchored_amount("打药的人一天最多打好久的药？", spraying, tok, stats) == ""
