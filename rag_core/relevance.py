@@ -213,6 +213,8 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*("
                          # the spacing of one plant from the next (一棵和一棵隔好远, 一丛跟一丛之间): a length
                          r"|(?:[一每](?:棵|株|丛|窝|蔸)[^，,。？?]{0,10}?(?:和|跟|与|同|隔|到|离)[^，,。？?]{0,6}?[一每另](?:棵|株|丛|窝|蔸)"
                          r"|树(?:跟|和|与)树)[^，,。？?]{0,10}?(好远|多远|好宽|多宽|几米|多少米|好多米)"
+                         # the size of a thing made or bought (网眼要选好大的, 支架架好高, 管子要好粗): a length
+                         r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之(?:几|好多|多少))"
                          r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
                          # a rate (成活率一般有好多, 发芽率能有几成): a share, stated in per cent or tenths
@@ -242,8 +244,8 @@ _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
     """The amounts a question asks, each as (its words, the kind of figure that answers it: "count", "mass" …)."""
-    return [(m.group(3) or m.group(0), "time" if m.group(2) else "length" if m.group(3) else "ratio" if m.group(4) or m.group(5) or m.group(7)
-             else "ph" if m.group(6) else _UNIT_KIND[m.group(1)])
+    return [(m.group(3) or m.group(4) or m.group(0), "time" if m.group(2) else "length" if m.group(3) or m.group(4)
+             else "ratio" if m.group(5) or m.group(6) or m.group(8) else "ph" if m.group(7) else _UNIT_KIND[m.group(1)])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more

@@ -1070,3 +1070,13 @@ def test_an_amount_asked_per_day_or_hour_is_a_rate_stated_with_its_time(sample_e
     # how long within a day is a duration: 一天最多打好久的药 is answered by hours
     spraying = _passages("施药人员每天连续施药时间不宜超过 6 h，施药后及时洗澡换衣。")
     assert unanchored_amount("打药的人一天最多打好久的药？", spraying, tok, stats) == ""
+
+
+def test_the_size_of_a_thing_made_or_bought_is_a_length_beside_it(sample_engine):
+    """网眼要选好大的 asks a mesh size: a list of hail measures naming 防雹网 states none; a mesh stated does."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "雹子打得凶，想搭防雹网，网眼选好大的？"
+    named = _passages("防雹措施：有条件的精品园可架设防雹网；雹后及时修剪断枝，喷铜制剂保护伤口，追施速效肥。")
+    assert unanchored_amount(question, named, tok, stats) == "具体数字"
+    stated = _passages("防雹网宜选网眼 8～10 mm 的聚乙烯网，架设高度高出树冠 0.5 m。")
+    assert unanchored_amount(question, stated, tok, stats) == ""
