@@ -80,14 +80,27 @@ def _names_topic(term: str, stats: TermStats | None) -> bool:
 def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
     """Domain terms count 2 and words specific to a few passages 1; words in most passages, or absent from the
     knowledge base, name no topic it can search for."""
-    entities = set(tokenizer.entities(question))
+    entities = set(tokenizer.entities(question)) | set(_joined_terms(question, tokenizer, stats))
     strength = 0.0
-    for word in _content_words(question, tokenizer):
+    for word in dict.fromkeys(_content_words(question, tokenizer) + sorted(entities - set(tokenizer.lexicon))):
         if word in entities:
             strength += 2.0 if _names_topic(word, stats) else 0.0
         elif stats is not None and stats.specific(word):
             strength += 1.0
     return strength
+
+
+_NOUN = ("n", "nz", "vn", "ns")
+
+
+def _joined_terms(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> list[str]:
+    """A name jieba cut in two that the knowledge base writes whole (防雹 + 网 → 防雹网): two nouns side by side, the
+    first of two characters or more, whose join the KB uses in few passages, is a domain term like the lexicon's."""
+    if stats is None:
+        return []
+    tagged = tokenizer.tagged(question)
+    return [a + b for (a, fa), (b, fb) in zip(tagged, tagged[1:])
+            if fa in _NOUN and fb in _NOUN and len(a) >= 2 and stats.specific(a + b)]
 
 
 def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> QuestionKind:

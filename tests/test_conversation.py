@@ -30,6 +30,16 @@ def test_a_question_naming_its_own_topic_is_searched_as_asked(sample_engine, que
     assert rewrite_query(question, PRUNING, sample_engine.tokenizer, 2, stats=stats) == question
 
 
+def test_a_name_jieba_cuts_in_two_that_the_kb_writes_whole_is_a_topic_of_its_own(sample_engine):
+    """防雹网 is cut 防雹 + 网 and is in no lexicon: after a soil question, asking about the hail net's mesh is a new
+    question (it was read as a follow-up and answered with soil sampling); "要打几次" still continues."""
+    stats, soil = sample_engine.term_stats, [Turn("user", "咖啡地土壤好久测一次？"), Turn("assistant", "同一地块每 2～3 年检测一次。")]
+    for question in ("网眼要选好大的防雹网？", "想架防雹网，网眼要选好大的？"):
+        assert classify(question, sample_engine.tokenizer, stats).kind == "new"
+        assert rewrite_query(question, soil, sample_engine.tokenizer, 2, stats=stats) == question
+    assert classify("要打几次？", sample_engine.tokenizer, stats).kind == "followup"
+
+
 @pytest.mark.parametrize("question", ["那用什么药？什么时候喷？", "它要打几次？", "这个病会传染吗？", "那老树呢？"])
 def test_an_elliptical_follow_up_carries_the_users_topic(sample_engine, question):
     stats = sample_engine.term_stats
