@@ -320,8 +320,8 @@ def _declined_bare(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, sta
 # "用什么药", "打啥子药": the evidence must name a chemical (a name chemistry coins, a formulation, a dilution) beside
 # what the question asks it for: "香蕉得了枯萎病用什么药" is not answered by a sentence naming 香蕉枯萎病 without one,
 # nor by the fungicides the manual gives for coffee's own diseases.
-# (not a chemical's attribute: 按哪个药的间隔期算 asks which interval counts)
-_ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪一种)\s*(?:农药|药剂|药水|药)(?!\s*的)")
+# (not a chemical's attribute: 按哪个药的间隔期算, 间隔期按哪个药算 ask which interval counts)
+_ASKED_REMEDY = re.compile(r"(?:啥子?|什么|哪样|哪种|哪个|哪些|哪一种)\s*(?:农药|药剂|药水|药)(?!\s*(?:的|来?算))")
 
 
 def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:

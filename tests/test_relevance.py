@@ -231,8 +231,9 @@ def test_which_chemical_must_stand_beside_what_it_is_asked_for(sample_engine):
     assert unanchored_remedy(question, stated, tok, stats) == ""
     rust = _passages("咖啡锈病的化学防治：发病初期用 25% 三唑酮可湿性粉剂 1000–1500 倍液喷雾。")
     assert unanchored_remedy("咖啡锈病该打啥子药？", rust, tok, stats) == ""
-    # spraying, or the pesticides one has, asks for no chemical: "打药得不得", "剩下的农药咋个放"
-    for asks_none in ("大中午太阳辣得很，这个时候打药得不得？", "剩下的农药拿饮料瓶分装起放着行不行？"):
+    # spraying, the pesticides one has, or whose interval counts asks for no chemical: "打药得不得", "剩下的农药咋个放"
+    for asks_none in ("大中午太阳辣得很，这个时候打药得不得？", "剩下的农药拿饮料瓶分装起放着行不行？",
+                      "先打了铜制剂又打了三唑酮，等几天摘果按哪个药算？"):
         assert unanchored_remedy(asks_none, near_miss, tok, stats) == ""
     # a percentage names a chemical when a product's name follows it (50% 多菌灵); a share of shade (荫蔽度保持
     # 30%–40%) names none, however close it stands to the words of a question about another crop
