@@ -297,12 +297,14 @@ def test_training_pools_with_one_batched_dense_query_as_each_question_would_alon
         assert batched.fused == alone.fused and np.array_equal(batched.vector, alone.vector), query
 
 
-def test_the_rankers_training_key_covers_har():
-    # training rewrites labelled follow-ups with rag_core.history: a ranker trained before a HAR change is stale
+def test_the_rankers_training_key_covers_har_and_the_tokenizers_resources():
+    # training rewrites labelled follow-ups with rag_core.history: a ranker trained before a HAR change is stale; so is
+    # one whose BM25 features were counted in words a lexicon or stopword edit cuts otherwise
     from rag_core.rank.train import code_files
 
     names = {p.name for p in code_files()}
-    assert {"history.py", "synonyms.tsv", "train.py", "features.py"} <= names and all(p.exists() for p in code_files())
+    assert {"history.py", "synonyms.tsv", "lexicon.txt", "stopwords.txt", "train.py", "features.py"} <= names
+    assert all(p.exists() for p in code_files())
 
 
 def test_a_passage_asking_the_users_question_in_its_faq_ranks_first_by_more_than_the_unsure_margin():
