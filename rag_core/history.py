@@ -80,9 +80,10 @@ def _names_topic(term: str, stats: TermStats | None) -> bool:
 def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
     """Domain terms count 2 and words specific to a few passages 1; words in most passages, or absent from the
     knowledge base, name no topic it can search for."""
-    entities = set(tokenizer.entities(question)) | set(_joined_terms(question, tokenizer, stats))
+    joined = [t for t in _joined_terms(question, tokenizer, stats) if t not in tokenizer.lexicon_set]
+    entities = set(tokenizer.entities(question)) | set(joined)
     strength = 0.0
-    for word in dict.fromkeys(_content_words(question, tokenizer) + sorted(entities - set(tokenizer.lexicon))):
+    for word in dict.fromkeys(_content_words(question, tokenizer) + joined):
         if word in entities:
             strength += 2.0 if _names_topic(word, stats) else 0.0
         elif stats is not None and stats.specific(word):

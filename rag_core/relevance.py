@@ -206,19 +206,22 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
               "捆": "bundles"}
 _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
-_ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*("
+_ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
-                         + r")|(多长时间|多久|好久)"
+                         + r")|(?P<time>多长时间|多久|好久)"
                          # the spacing of one plant from the next (一棵和一棵隔好远, 一丛跟一丛之间): a length
                          r"|(?:[一每](?:棵|株|丛|窝|蔸)[^，,。？?]{0,10}?(?:和|跟|与|同|隔|到|离)[^，,。？?]{0,6}?[一每另](?:棵|株|丛|窝|蔸)"
-                         r"|树(?:跟|和|与)树)[^，,。？?]{0,10}?(好远|多远|好宽|多宽|几米|多少米|好多米)"
+                         r"|树(?:跟|和|与)树)[^，,。？?]{0,10}?(?P<spacing>好远|多远|好宽|多宽|几米|多少米|好多米)"
                          # the size of a thing made or bought (网眼要选好大的, 支架架好高, 管子要好粗): a length
-                         r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
-                         r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(比例)|(百分之(?:几|好多|多少))"
-                         r"|(pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
+                         r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(?P<size>好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
+                         r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(?P<share>比例)|(?P<percent>百分之(?:几|好多|多少))"
+                         r"|(?P<ph>pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
                          # a rate (成活率一般有好多, 发芽率能有几成): a share, stated in per cent or tenths
-                         r"|[\u4e00-\u9fff](率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成)")
+                         r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成)")
+# what each kind of ask but an amount in a unit is answered by
+_ASKED_KIND = {"time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
+               "ph": "ph"}
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
@@ -244,13 +247,12 @@ _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
     """The amounts a question asks, each as (its words, the kind of figure that answers it: "count", "mass" …)."""
-    return [(m.group(3) or m.group(4) or m.group(0), "time" if m.group(2) else "length" if m.group(3) or m.group(4)
-             else "ratio" if m.group(5) or m.group(6) or m.group(8) else "ph" if m.group(7) else _UNIT_KIND[m.group(1)])
+    return [(m["spacing"] or m["size"] or m[0], _UNIT_KIND[m["unit"]] if m["unit"] else _ASKED_KIND[m.lastgroup])
             for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more
             # (要不要多买几棵: whether to is asked).
-            if not (m.group(1) and _UNIT_KIND[m.group(1)] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
+            if not (m["unit"] and _UNIT_KIND[m["unit"]] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])
@@ -331,11 +333,8 @@ def unanchored_remedy(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     is what the chemical is for: it must stand in the chemical's own sentence or paragraph (说是根结线虫，用哪样药灌根
     is not answered by the copper spray of the rust line above the nematode's, however much of the nursery it
     shares)."""
-    ask = _ASKED_REMEDY.search(question)
-    if not ask or not hits:
-        return ""
-    subjects = [w for w, _, _ in _held_anchors(question, hits, tokenizer, stats, [ask.group(0)]) if _PEST_OR_DISEASE.search(w)]
-    return "防治药剂" if _support(question, hits, tokenizer, stats, [ask.group(0)], [_REMEDY], subjects) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("防治药剂", _ASKED_REMEDY.search(question), _REMEDY, question, hits, tokenizer, stats,
+                   subject=_PEST_OR_DISEASE)
 
 
 class _Figure(Protocol):
@@ -345,12 +344,13 @@ class _Figure(Protocol):
 
 
 def _unheld(missing: str, ask: re.Match | None, figure: _Figure, question: str, hits: Sequence[Hit],
-            tokenizer: Tokenizer, stats: TermStats) -> str:
+            tokenizer: Tokenizer, stats: TermStats, subject: re.Pattern | None = None) -> str:
     """`missing` when the question makes the `ask` and no sentence of the evidence matching `figure` holds
-    MIN_AMOUNT_SUPPORT of the question's anchors beside it (`_support`); "" otherwise, or when nothing is asked."""
+    MIN_AMOUNT_SUPPORT of the question's anchors beside it (`_support`, with `subject`); "" otherwise, or when nothing
+    is asked."""
     if not ask or not hits:
         return ""
-    return missing if _support(question, hits, tokenizer, stats, [ask.group(0)], [figure]) < MIN_AMOUNT_SUPPORT else ""
+    return missing if _support(question, hits, tokenizer, stats, [ask.group(0)], [figure], subject) < MIN_AMOUNT_SUPPORT else ""
 
 
 # How long an insect's stage lasts (卵要几天才孵出来, 蛹期有好多天, 从若虫孵出来到长成要好多天): a span of days stated
@@ -493,16 +493,18 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
-             figures: Sequence[_Figure], subjects: Sequence[str] = ()) -> float:
+             figures: Sequence[_Figure], subject: re.Pattern | None = None) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
     a sentence matching it has beside it; the smallest of these (every figure asked must be stated), or 1.0 when the
     evidence uses none of the anchors (nothing to hold a figure to). A word of the asking clause must stand in the
     sentence, its neighbours or its heading; a word of another clause describes what the question is about (树干上鼓
     起一圈圈…的那种天牛，成虫哪几个月出来) and may stand anywhere in the sentence's paragraph too (an FAQ answer's with
     its question), which it identifies. A name the asking clause gives must itself stand beside the figure:
-    Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands. Each of
-    `subjects` (anchors: what a chemical is asked for) must stand in the figure's own sentence or paragraph."""
+    Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands. Each
+    anchor `subject` matches (a pest: what a chemical is asked for) must stand in the figure's own sentence or
+    paragraph."""
     anchors = _held_anchors(question, hits, tokenizer, stats, asked)
+    subjects = [forms for word, forms, _ in anchors if subject is not None and subject.search(word)]
     clauses = _clauses(question)
     own = {ask: next((c for c in clauses if ask in c), question) for ask in asked}  # each ask's own clause
     # what the asking clause names (瑰夏, 澳洲坚果: a proper name of the lexicon or a crop grown beside coffee) is what
@@ -551,7 +553,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     def share(ask: str, sentence: str, around: str, paragraph: str, figure: _Figure) -> float:
         if named[ask] and not any(term in around for term in named[ask]):
             return 0.0
-        if not all(any(f in sentence or f in paragraph for f in forms) for word, forms, _ in anchors if word in subjects):
+        if not all(any(f in sentence or f in paragraph for f in forms) for forms in subjects):
             return 0.0
         # a chemical asked (咪鲜胺兑好多倍): a figure stated with another chemical and not it is the other's dose, and
         # so is one that follows another chemical named after it (噻嗪酮 1000–1500 倍液，或螺虫乙酯等…按标签浓度使用)

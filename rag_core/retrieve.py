@@ -169,7 +169,7 @@ class Retriever:
         if use_dense and dense is not None:
             vector, lists["dense"] = dense
         elif use_dense:
-            vector = self.embedder.embed([self.tokenizer.expand(qn)])[0]
+            vector = self.embedder.embed([self.dense_text(query, rewritten)])[0]
             lists["dense"] = self._positions(self.index.dense.top(vector, depth))
         timings["dense"] = (time.perf_counter() - t) * 1000
 

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
