@@ -324,7 +324,7 @@ def carry_topic(question: str, history: Sequence[Turn], tokenizer: Tokenizer, tu
     reply = _last(recent, "assistant")[:REPLY_CHARS]
     if not carried:
         carry(reply, REPLY_CARRIED)
-    elif _asks_what_it_is(_last(recent, "user")):
+    elif _asks_what_it_is(_last(recent, "user")) or _DENIAL.match(reply):
         named = [e for e in tokenizer.entities(reply) if e not in present and e not in question and e not in carried
                  and _names_topic(e, stats)]
         diagnosis = _diagnosis(reply, named)
@@ -351,12 +351,14 @@ _ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|�
 
 # the reply's opening clause says what the user described is: 这是咖啡褐眼斑病, 多半是旋皮天牛, 听起来是咖啡锈病
 _OPENING_CLAUSE = re.compile(r"^[^，,。；;！!？?]*")
+# … after the user's guess denied (不是锈病，这是咖啡褐眼斑病): the clause after the denial says what it is
+_DENIAL = re.compile(r"^(?:[^，,。；;！!？?\n]*\n)?\s*(?:这|这个|它)?(?:并|应该|多半|可能)?(?:不是|不像)[^，,。；;！!？?]*[，,。；;]\s*")
 
 
 def _diagnosis(reply: str, named: Sequence[str]) -> str:
     """What the reply's opening clause says the user's description is (the first of `named` after its 是 or 像), or
     ""."""
-    opening = _OPENING_CLAUSE.match(reply).group(0)
+    opening = _OPENING_CLAUSE.match(_DENIAL.sub("", reply, count=1)).group(0)
     at = max(opening.find("是"), opening.find("像"))
     return next((e for e in named if at >= 0 and opening.find(e, at) > at), "")
 

@@ -776,6 +776,22 @@ def test_the_diagnosis_a_reply_opens_with_leads_whatever_the_description_said(sa
         assert (rewritten == f"{lead} {question}") == alone, rewritten
 
 
+def test_a_reply_that_denies_the_growers_guess_names_the_topic_instead(sample_engine):
+    """是锈病不？ guesses; a reply opening 不是锈病，这是咖啡褐眼斑病 corrects it, and "这个病" is the one the reply named
+    (found by round 22's blind wave: the rewrite carried 锈病 and 黄晕 and searched rust). A reply that agrees (对，…)
+    leaves the user's words the topic."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    guessed = "叶子上有圆圆的褐斑，中间灰白，外头一圈黄晕，像眼睛一样，是锈病不？"
+    question = "这个病在苗圃头咋个防？"
+    for reply in ("不是锈病，这是咖啡褐眼斑病，叶背没有橙黄色粉。",
+                  "以下内容摘自知识库：\n不是锈病，这是咖啡褐眼斑病，叶背没有橙黄色粉。[fb82b28b#20]"):
+        rewritten = carry_topic(question, [Turn("user", guessed), Turn("assistant", reply)], tok, 2, stats)
+        assert rewritten == f"咖啡褐眼斑病 {question}", rewritten
+    agreed = carry_topic(question, [Turn("user", "叶背一层橙黄色的粉，是锈病不？"),
+                                    Turn("assistant", "对，这是咖啡锈病，叶背有橙黄色粉状孢子堆。")], tok, 2, stats)
+    assert "锈病" in agreed and "褐眼斑" not in agreed, agreed
+
+
 def test_the_passage_the_last_reply_stood_on_joins_a_follow_ups_evidence(sample_engine):
     """要是已经钻到根颈那点了呢 asks another line of the passage the reply paraphrased (天牛: 刮除, 钩杀, 截除; 蛀入根颈的
     连根挖除). The reply's passage joins the first SAID_AT: found from the reply's words when it cites nothing (a hand
