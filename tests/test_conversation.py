@@ -60,6 +60,19 @@ def test_a_question_continuing_the_last_action_or_asking_what_about_mid_sentence
     assert rewrite_query(question, RUST, sample_engine.tokenizer, 2, stats=stats).startswith("咖啡锈病")
 
 
+@pytest.mark.parametrize("question", ["挖好塘以后底肥咋个下？", "移进袋子以后遮阴要遮好多？"])
+def test_a_question_opening_with_the_step_just_done_continues_the_process(sample_engine, question):
+    """"挖好塘以后…", "移进袋子以后…": the step the last exchange was about, then what comes next. Such a question
+    leans back though it names a topic of its own (底肥, 遮阴), as "喷完以后" does (round 22's blind wave: d21-015
+    was searched as a shade question of its own; over every gold follow-up and switch, 15 follow-ups and no switch
+    read this way)."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert classify(question, tok, stats).kind == "ambiguous"
+    history = [Turn("user", "沙床上的苗长成蝴蝶那个样子了，定植穴要挖多大？"), Turn("assistant", "定植穴长宽深各 60 厘米。")]
+    rewritten = carry_topic(question, history, tok, 2, stats)
+    assert rewritten.endswith(question) and "定植" in rewritten and "沙床" in rewritten, rewritten
+
+
 def test_the_rust_spray_follow_up_finds_the_chemical_control_passage(sample_engine):
     answer = sample_engine.answer("那用什么药？什么时候喷？", RUST)
     shown = answer.text + "".join(h.chunk.text for h in answer.evidence)
