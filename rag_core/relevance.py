@@ -189,7 +189,7 @@ _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contami
           "minutes": "秒|分钟|min|s(?![a-z])|小时|h(?![a-z])", "hours": "分钟|min|小时|h(?![a-z])|个钟头|天|d(?![a-z])|昼夜",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
-          "bundles": "捆",
+          "bundles": "捆", "mesh": "目",  # a net's or a filter's mesh (好多目的): 120 目, never the beans' screen beside it
           "ph": ""}
 _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
 # the number before a unit, where a kind reads it otherwise: 一个 is an article, not a count of things; generations
@@ -203,16 +203,16 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               **dict.fromkeys(("小时", "个钟头", "钟头"), "hours"),
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
-              "代": "generations", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
+              "代": "generations", "目": "mesh", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
               "捆": "bundles"}
 _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
 _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
                          + r")|(?P<time>多长时间|多久|好久)"
-                         # the spacing of one plant from the next (一棵和一棵隔好远, 一丛跟一丛之间): a length
+                         # the spacing of one plant from the next (一棵和一棵隔好远, 一丛跟一丛之间, 棵跟棵隔好远): a length
                          r"|(?:[一每](?:棵|株|丛|窝|蔸)[^，,。？?]{0,10}?(?:和|跟|与|同|隔|到|离)[^，,。？?]{0,6}?[一每另](?:棵|株|丛|窝|蔸)"
-                         r"|树(?:跟|和|与)树)[^，,。？?]{0,10}?(?P<spacing>好远|多远|好宽|多宽|几米|多少米|好多米)"
+                         r"|树(?:跟|和|与)树|(?:棵|株|丛|窝|蔸)(?:跟|和|与)(?:棵|株|丛|窝|蔸))[^，,。？?]{0,10}?(?P<spacing>好远|多远|好宽|多宽|几米|多少米|好多米)"
                          # the size of a thing made or bought (网眼要选好大的, 支架架好高, 管子要好粗): a length
                          r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(?P<size>好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(?P<share>比例)|(?P<percent>百分之(?:几|好多|多少))"
@@ -706,7 +706,7 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 _KIN = (r"亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐|舅舅|叔叔|娘家|老丈人|媳妇|老婆|老公|丈夫|婆娘"
         r"|娃娃|娃儿|孩子|儿子|女儿|老人|老妈|老爹|爹妈|父母|婆婆|公公|岳父|岳母")
 _WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
-_PERSON = re.compile(_KIN)
+_PERSON = re.compile(f"(?:{_KIN})家?")  # a relative, or a relative's home (舅舅家: where, not what is asked)
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
 
@@ -731,7 +731,8 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     out = {}
     for word, flag in tokenizer.tagged(question):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
-                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home:
+                or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home \
+                or word in _UNIT_KIND:  # a unit (一个钟头出好多升) gives the figure's scale, not what it is of
             continue
         mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
         forms = ([word] if stats.known(word) else []) + mapped

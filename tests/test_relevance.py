@@ -124,6 +124,11 @@ def test_growers_everyday_words_for_what_the_kb_names_are_no_unknown_focus(sampl
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert unknown_focus("装营养袋的土咋个配，泥巴跟粪兑好多？", tok, stats) == ""
     assert unknown_focus("云南哪个州市种咖啡最多？", tok, stats) == ""
+    # a relative's home is where, not what is asked (那我舅舅家1600米以上的呢: round 22's conv21 refused it);
+    # 脚底下 is the foot of the tree, 钟头 an hour
+    assert unknown_focus("我舅舅家1600米以上 咖啡一般啥时候开始采？", tok, stats) == ""
+    assert unknown_focus("生鸡屎直接倒到咖啡脚底下要得不？", tok, stats) == ""
+    assert unknown_focus("要是刚喷完三四个钟头就下大雨了呢", tok, stats) == ""
 
 
 def test_another_crops_own_disease_or_fertiliser_is_not_the_manuals_even_beside_coffee(sample_engine):
@@ -1045,6 +1050,14 @@ def test_two_kb_words_put_together_and_an_insect_described_are_no_unknown_topic(
     ("雹子打得凶，想搭防雹网，网眼选好大的？",
      "防雹措施：有条件的精品园可架设防雹网；雹后及时修剪断枝，喷铜制剂保护伤口，追施速效肥。",
      "防雹网宜选网眼 8～10 mm 的聚乙烯网，架设高度高出树冠 0.5 m。"),
+    # a mesh asked (好多目): the beans' 16 目 screen is another thing's, and no millimetre is a mesh count
+    ("雹子多，想架防雹网，网要用好多目的？",
+     "防雹措施：有条件的精品园可架设防雹网。\n精品豆颗粒大小要求 16 目以上，缺陷豆少。",
+     "防雹网宜选 20～40 目的聚乙烯网，架设高度高出树冠 0.5 m。"),
+    # plant from plant with no 一 before it (一行里头棵跟棵): the hedge rows' spacing is not the plants'
+    ("香根草做植物篱，一行里头棵跟棵隔好远种？",
+     "香根草植物篱沿等高线每隔 3～5 行咖啡种植一道，每道种两行。",
+     "香根草植物篱每道种两行，株距 10～15 cm。"),
 ])
 def test_an_amount_asked_is_stated_only_by_a_figure_of_its_own_kind(sample_engine, question, near_miss, stated):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
@@ -1057,6 +1070,7 @@ def test_an_amount_asked_is_stated_only_by_a_figure_of_its_own_kind(sample_engin
     ("我家在潞江坝，咖啡适宜的年平均气温是好多度？",  # the grower's own place is no subject
      "保山潞江坝位于怒江干热河谷，热量充足但干季长。德宏海拔相对较低。小粒咖啡适宜在年平均气温 15～24 °C 的地区种植。"),
     ("打药的人一天最多打好久的药？", "施药人员每天连续施药时间不宜超过 6 h，施药后及时洗澡换衣。"),  # a duration, no rate
+    ("滴灌前头的过滤器要买好多目的？", "滴灌系统首部应安装过滤器（一般 120 目）并经常清洗。"),  # a mesh, stated
 ])
 def test_what_these_kinds_leave_alone_is_answered(sample_engine, question, evidence):
     assert unanchored_amount(question, _passages(evidence), sample_engine.tokenizer, sample_engine.term_stats) == ""
