@@ -189,6 +189,7 @@ _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contami
           "minutes": "秒|分钟|min|s(?![a-z])|小时|h(?![a-z])", "hours": "分钟|min|小时|h(?![a-z])|个钟头|天|d(?![a-z])|昼夜",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
+          "often": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|次|遍|回|道|轮",
           "bundles": "捆", "mesh": "目",  # a net's or a filter's mesh (好多目的): 120 目, never the beans' screen beside it
           "ph": ""}
 _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
@@ -209,7 +210,9 @@ _UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not
 _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
-                         + r")|(?P<time>多长时间|多久|好久)"
+                         # how often (好久修一回, 多久打一次): a span, or a count in a period (每年修剪 2～4 次)
+                         + r")|(?P<often>(?:多长时间|多久|好久)[^，,。？?]{0,6}?一[回次遍道轮])"
+                         r"|(?P<time>多长时间|多久|好久)"
                          # the spacing of one plant from the next (一棵和一棵隔好远, 一丛跟一丛之间, 棵跟棵隔好远): a length
                          r"|(?:[一每](?:棵|株|丛|窝|蔸)[^，,。？?]{0,10}?(?:和|跟|与|同|隔|到|离)[^，,。？?]{0,6}?[一每另](?:棵|株|丛|窝|蔸)"
                          r"|树(?:跟|和|与)树|(?:棵|株|丛|窝|蔸)(?:跟|和|与)(?:棵|株|丛|窝|蔸))[^，,。？?]{0,10}?(?P<spacing>好远|多远|好宽|多宽|几米|多少米|好多米)"
@@ -220,7 +223,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          # a rate (成活率一般有好多, 发芽率能有几成): a share, stated in per cent or tenths
                          r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成)")
 # what each kind of ask but an amount in a unit is answered by
-_ASKED_KIND = {"time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
+_ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
                "ph": "ph"}
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"

@@ -1054,6 +1054,8 @@ def test_two_kb_words_put_together_and_an_insect_described_are_no_unknown_topic(
     ("雹子多，想架防雹网，网要用好多目的？",
      "防雹措施：有条件的精品园可架设防雹网。\n精品豆颗粒大小要求 16 目以上，缺陷豆少。",
      "防雹网宜选 20～40 目的聚乙烯网，架设高度高出树冠 0.5 m。"),
+    # how often, where the passage says none: the hedge's height is no frequency
+    ("香根草植物篱好久修一回？", "香根草植物篱高度控制在 50～100 cm，能拦截泥沙。", "植物篱每年修剪 2～4 次。"),
     # plant from plant with no 一 before it (一行里头棵跟棵): the hedge rows' spacing is not the plants'
     ("香根草做植物篱，一行里头棵跟棵隔好远种？",
      "香根草植物篱沿等高线每隔 3～5 行咖啡种植一道，每道种两行。",
@@ -1071,6 +1073,8 @@ def test_an_amount_asked_is_stated_only_by_a_figure_of_its_own_kind(sample_engin
      "保山潞江坝位于怒江干热河谷，热量充足但干季长。德宏海拔相对较低。小粒咖啡适宜在年平均气温 15～24 °C 的地区种植。"),
     ("打药的人一天最多打好久的药？", "施药人员每天连续施药时间不宜超过 6 h，施药后及时洗澡换衣。"),  # a duration, no rate
     ("滴灌前头的过滤器要买好多目的？", "滴灌系统首部应安装过滤器（一般 120 目）并经常清洗。"),  # a mesh, stated
+    # how often (好久修一回): a count in a period answers it (round 22's o20-002 and dev19's d19-054 were refused)
+    ("坡地上种了一道道香根草挡土，好久修一回？", "植物篱每年修剪 2～4 次，高度控制在 50～100 cm，修下的枝叶铺在行间。"),
 ])
 def test_what_these_kinds_leave_alone_is_answered(sample_engine, question, evidence):
     assert unanchored_amount(question, _passages(evidence), sample_engine.tokenizer, sample_engine.term_stats) == ""
