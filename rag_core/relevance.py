@@ -472,6 +472,21 @@ def unanchored_place(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, s
     return _unheld("具体地名", ask, _PlacesNamed(question, tokenizer, stats, ask), question, hits, tokenizer, stats)
 
 
+# Which country (哪个国家育成的, 传教士是哪国人): a sentence naming a country beside what is asked of. 外国 (a foreign
+# country) names none.
+_ASKED_COUNTRY = re.compile(r"哪(?:一|个)?国(?:家|人)?")
+_COUNTRY = re.compile(r"(?![外各全本该他两])[\u4e00-\u9fff]国(?![内家际产标营企]|[\u4e00-\u9fff]?标准)|我国|中国"
+                      r"|埃塞俄比亚|也门|巴西|哥伦比亚|越南|印度|印尼|萨尔瓦多|危地马拉|哥斯达黎加|洪都拉斯|尼加拉瓜|巴拿马"
+                      r"|肯尼亚|坦桑尼亚|卢旺达|牙买加|秘鲁|墨西哥|葡萄牙|老挝|缅甸|泰国")
+
+
+def unanchored_country(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
+    """"具体国家" when the question asks which country and no sentence of the evidence names one beside the question's
+    words (帕卡马拉是哪个国家育成的: the KB gives its parents, not where; the missionary who brought coffee is only
+    外国); "" otherwise."""
+    return _unheld("具体国家", _ASKED_COUNTRY.search(question), _COUNTRY, question, hits, tokenizer, stats)
+
+
 # "锰含量好多算正常", "铜、锰正常该是好多": a nutrient's content, which the evidence must state for that element (锌约
 # 10–30 mg/kg); not the element inside a compound (代森锰锌, 硫酸铜 1 公斤, 氢氧化铜 77%). The element is itself what
 # the figure is of: no other word need stand beside it.
@@ -1145,7 +1160,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                # a follow-up's own words name too little to anchor a figure: judged only for a question as asked
                or (unanchored_amount(asked, hits, tokenizer, stats) or unanchored_remedy(asked, hits, tokenizer, stats)
                    or unanchored_code(asked, hits, tokenizer, stats) or unstated_element(asked, hits)
-                   or unanchored_place(asked, hits, tokenizer, stats) or unanchored_lifespan(asked, hits, tokenizer, stats)
+                   or unanchored_place(asked, hits, tokenizer, stats) or unanchored_country(asked, hits, tokenizer, stats)
+                   or unanchored_lifespan(asked, hits, tokenizer, stats)
                    or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
                    or scoped_out(asked, hits, tokenizer, stats)
                    if stats and asked == question else "")
