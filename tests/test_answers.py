@@ -201,7 +201,9 @@ def test_llm_failure_falls_back_to_an_extractive_answer(sample_cfg, failure):
 
 
 def test_history_goes_into_the_prompt_clipped(sample_cfg):
-    chat = ScriptedChatModel(default="见资料。")
+    # the first call rewrites the follow-up (HAR by the LLM), the second answers; a rewrite of "见资料。" was searched
+    # and answered only while a passage happened to hold 资料 (附录 A（资料性）)
+    chat = ScriptedChatModel("咖啡锈病要打什么药？", default="见资料。")
     engine = engine_for(sample_cfg, chat=chat)
     history = [Turn("user", "卡蒂姆叶子背面有黄粉"), Turn("assistant", "这是锈病。" * 300)]
     engine.answer("那要打什么药？", history)
