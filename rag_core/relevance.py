@@ -813,9 +813,11 @@ def coverage_score(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top
 
 def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequence[str]] = {},
                   tokenizer: Tokenizer | None = None) -> str:
-    """A topic of the question that the corpus never mentions ("" when there is none)."""
+    """A topic of the question that the corpus never mentions ("" when there is none). Money or paperwork in what
+    the grower was told (村里头说有补贴修水池，要修好大的池子才够？) is what led to the question, not its topic, when a
+    clause after it asks of something the corpus has."""
     for m in _SCOPE.finditer(question):
-        if m.group(0) not in corpus_text:
+        if m.group(0) not in corpus_text and not _told_before_an_ask(question, m.start(), corpus_text, tokenizer):
             return m.group(0)
     keys = [k for k in synonyms if k in question]
     # where each word of the question starts, and how long it is: a head that opens a longer word (病虫害, 病斑)
@@ -847,6 +849,26 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
                 and not any(name in k or question.find(k) + len(k) == m.start(2) for k in keys)):
             return name
     return ""
+
+
+_ASKING = re.compile(r"[？?]|吗|呢|咋|怎|如何|啥|什么|哪|多少|好多|几|有没|能不能|要不要|得不得|行不行|可不可以|要得不")
+_REPORTED = re.compile(r"说|讲|听人|据说")  # 村里头说…, 听人讲…: what someone said
+
+
+def _told_before_an_ask(question: str, at: int, corpus_text: str, tokenizer: Tokenizer | None) -> bool:
+    """Whether the clause at `at` reports what someone said, asking nothing, and a later clause asks in words of its
+    own that the corpus has."""
+    clauses = [c for c in re.split(r"(?<=[，,。；;！!？?])", question) if c.strip()]
+    start = 0
+    for i, clause in enumerate(clauses):
+        if start <= at < start + len(clause):
+            if _ASKING.search(clause) or not _REPORTED.search(clause[:at - start]) or tokenizer is None:
+                return False
+            later = "".join(clauses[i + 1:])
+            return bool(_ASKING.search(later)) and any(
+                len(w) >= 2 and w in corpus_text and not _SCOPE.search(w) for w in tokenizer.content_words(later))
+        start += len(clause)
+    return False
 
 
 _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, nrfg: transliterated names (卡布奇诺)

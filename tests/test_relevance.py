@@ -1092,3 +1092,16 @@ def test_which_country_needs_a_country_named_beside_what_is_asked(sample_engine)
     assert unanchored_country(missionary, _passages("十九世纪末，外国传教士把咖啡带到大理宾川朱苦拉一带。"), tok, stats) == "具体国家"
     assert unanchored_country(missionary, _passages("十九世纪末，法国传教士把咖啡带到大理宾川朱苦拉一带。"), tok, stats) == ""
     assert unanchored_country("帕卡马拉的亲本是哪两个品种？", _passages("帕卡马拉是帕卡斯与象豆的杂交种。"), tok, stats) == ""
+
+
+def test_money_in_what_the_grower_was_told_is_no_topic_when_another_clause_asks(sample_engine):
+    """村里头说有补贴修水池 is why the grower asks; 要修好大的池子 is what (round 22's colloquial21 refused it as 补贴).
+    Asked of itself, or only wanted (想申请…), the subsidy is still the topic."""
+    tok, corpus = sample_engine.tokenizer, sample_engine.index.corpus_text
+    told = "今年村里头说有补贴修水池，要修好大的池子才够？修在哪点好？"
+    assert unknown_topic(told, corpus, tok.synonyms, tok) == ""
+    assert unknown_topic("政府对种咖啡有没得补贴，新种一亩补好多钱", corpus, tok.synonyms, tok) == "政府"
+    assert unknown_topic("听说有补贴，一亩补好多钱？", corpus, tok.synonyms, tok) == "补贴"
+    assert unknown_topic("想申请补贴修水池，要修好大的池子？", corpus, tok.synonyms, tok) == "申请"
+    # 冷气 is the KB's 冷空气, 冷窝窝 its 冷湖 (the same question refused as 冷气)
+    assert unknown_focus("我那块地在箐底下，咋个晓得是不是积冷气的冷窝窝？", tok, sample_engine.term_stats) == ""
