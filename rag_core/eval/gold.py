@@ -25,7 +25,8 @@ GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl", "train-colloquial.jsonl", "dev
               *(f"dev{n}.jsonl" for n in range(3, 21)), "colloquial7.jsonl",
               *(f"colloquial{n}.jsonl" for n in range(9, 20)), *(f"conv{n}.jsonl" for n in range(11, 21)),
               *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 20))))
-CHECK_FILES = ("dev2.jsonl", "dev21.jsonl", "conv21.jsonl", "colloquial20.jsonl", "adversarial-oos20.jsonl")
+CHECK_FILES = ("dev2.jsonl", "dev21.jsonl", "conv21.jsonl", "colloquial20.jsonl", "adversarial-oos20.jsonl",
+               "dev22.jsonl", "conv22.jsonl", "colloquial21.jsonl", "adversarial-oos21.jsonl")
 
 
 @dataclass(frozen=True)
