@@ -1081,16 +1081,18 @@ def test_what_these_kinds_leave_alone_is_answered(sample_engine, question, evide
     assert unanchored_amount(question, _passages(evidence), sample_engine.tokenizer, sample_engine.term_stats) == ""
 
 
-def test_which_country_needs_a_country_named_beside_what_is_asked(sample_engine):
-    """哪个国家: every such question of the gold sets was out of scope (round 22's o20-024 and o20-062 were answered
-    with the introduction's 外国传教士 and the cultivar list); a passage naming the country answers it."""
+# 哪个国家: every such question of the gold sets was out of scope (round 22's o20-024 and o20-062 were answered with
+# the introduction's 外国传教士 and the cultivar list); a passage naming the country answers it
+@pytest.mark.parametrize("question, near_miss, stated", [
+    ("帕卡马拉这个品种最早是哪个国家搞出来的？", "黄波旁、帕卡马拉等品质型品种目前仅处于引种试验阶段。",
+     "帕卡马拉由萨尔瓦多育成，是帕卡斯与象豆的杂交种。"),
+    ("宾川朱苦拉的咖啡是传教士带进来的，那个传教士是哪国人？", "十九世纪末，外国传教士把咖啡带到大理宾川朱苦拉一带。",
+     "十九世纪末，法国传教士把咖啡带到大理宾川朱苦拉一带。"),
+])
+def test_which_country_needs_a_country_named_beside_what_is_asked(sample_engine, question, near_miss, stated):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    asked = "帕卡马拉这个品种最早是哪个国家搞出来的？"
-    assert unanchored_country(asked, _passages("黄波旁、帕卡马拉等品质型品种目前仅处于引种试验阶段。"), tok, stats) == "具体国家"
-    assert unanchored_country(asked, _passages("帕卡马拉由萨尔瓦多育成，是帕卡斯与象豆的杂交种。"), tok, stats) == ""
-    missionary = "宾川朱苦拉的咖啡是传教士带进来的，那个传教士是哪国人？"
-    assert unanchored_country(missionary, _passages("十九世纪末，外国传教士把咖啡带到大理宾川朱苦拉一带。"), tok, stats) == "具体国家"
-    assert unanchored_country(missionary, _passages("十九世纪末，法国传教士把咖啡带到大理宾川朱苦拉一带。"), tok, stats) == ""
+    assert unanchored_country(question, _passages(near_miss), tok, stats) == "具体国家"
+    assert unanchored_country(question, _passages(stated), tok, stats) == ""
     assert unanchored_country("帕卡马拉的亲本是哪两个品种？", _passages("帕卡马拉是帕卡斯与象豆的杂交种。"), tok, stats) == ""
 
 
