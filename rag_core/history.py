@@ -29,10 +29,10 @@ _BACK_REFERENCE = re.compile(
 )
 # Openings that lean on the previous turn when the question has little of its own ("那遮多少合适？"), conditions
 # that continue it ("给苗子打的话，…"), and an action named without its object, which is the last turn's ("撒了以后…",
-# "修好以后…": zero anaphora).
+# "修好后…": zero anaphora), or the step just done (挖好塘以后…, 移进袋子以后…: what comes next).
 _DEMONSTRATIVE = re.compile(r"它|这个|那个|这种|那种|这些|那些|这样|那样")
 _LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可是|但是|不过)|^.{1,8}的话[，,]"
-                              r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)(?:以后|之后|后)|^[\u4e00-\u9fff]{2,6}(?:以后|之后)")
+                              r"|^[\u4e00-\u9fff]{1,3}(?:了|好|完)后|^[\u4e00-\u9fff]{2,6}(?:以后|之后)")
 # Openings that announce another question ("对了，…", "还有，…", "另外…": by the way): a question so opened that names
 # its own topic is a new one, though 还 alone leans back ("还要打几次？").
 _NEW_TOPIC_OPENING = re.compile(r"^(?:对了|还有个?事|还有一?个问题|还有[，,、]|另外|顺便问一?[下问]|换个问题|再问一?个"

@@ -189,9 +189,9 @@ _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contami
           "minutes": "秒|分钟|min|s(?![a-z])|小时|h(?![a-z])", "hours": "分钟|min|小时|h(?![a-z])|个钟头|天|d(?![a-z])|昼夜",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
           "generations": "代", "items": "个|只|头", "ratio": r"倍|%|‰|成|[:：∶比]\s*\d", "level": "级", "buckets": "桶",
-          "often": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|次|遍|回|道|轮",
           "bundles": "捆", "mesh": "目",  # a net's or a filter's mesh (好多目的): 120 目, never the beans' screen beside it
           "ph": ""}
+_KINDS["often"] = f"{_KINDS['days']}|月|{_KINDS['count']}"  # how often: a span, or a count in a period (每年 2～4 次)
 _NUMBER = r"(?:\d|[一二两三四五六七八九十百半])[\d.]*\s*(?:万|千|百)?\s*"
 # the number before a unit, where a kind reads it otherwise: 一个 is an article, not a count of things; generations
 # may be many (一年可繁殖多代 answers 一年几代)
@@ -858,17 +858,18 @@ _REPORTED = re.compile(r"说|讲|听人|据说")  # 村里头说…, 听人讲�
 def _told_before_an_ask(question: str, at: int, corpus_text: str, tokenizer: Tokenizer | None) -> bool:
     """Whether the clause at `at` reports what someone said, asking nothing, and a later clause asks in words of its
     own that the corpus has."""
-    clauses = [c for c in re.split(r"(?<=[，,。；;！!？?])", question) if c.strip()]
-    start = 0
-    for i, clause in enumerate(clauses):
-        if start <= at < start + len(clause):
-            if _ASKING.search(clause) or not _REPORTED.search(clause[:at - start]) or tokenizer is None:
-                return False
-            later = "".join(clauses[i + 1:])
-            return bool(_ASKING.search(later)) and any(
-                len(w) >= 2 and w in corpus_text and not _SCOPE.search(w) for w in tokenizer.content_words(later))
-        start += len(clause)
-    return False
+    if tokenizer is None:
+        return False
+    before = _CLAUSE_START.search(question[:at]).group(0)  # the clause up to the word
+    rest = _CLAUSE_REST.match(question, at)  # … and on to its end, with its mark
+    later = question[rest.end():]
+    return not _ASKING.search(before + rest.group(0)) and bool(_REPORTED.search(before)) and bool(
+        _ASKING.search(later)) and any(len(w) >= 2 and w in corpus_text and not _SCOPE.search(w)
+                                       for w in tokenizer.content_words(later))
+
+
+_CLAUSE_START = re.compile(r"[^，,。；;！!？?]*$")
+_CLAUSE_REST = re.compile(r"[^，,。；;！!？?]*[，,。；;！!？?]?")
 
 
 _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, nrfg: transliterated names (卡布奇诺)
