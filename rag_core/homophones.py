@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .lexical import Tokenizer
 
 
-MIN_LEN, MAX_LEN = 2, 4  # the words looked for: a one-character typo of a two- to four-character word
+MIN_LEN, MAX_LEN = 2, 5  # the words looked for: a one-character typo of a two- to five-character word (磷酸二氢钾)
 MIN_WORD_FREQ = 10  # in jieba's general dictionary: a real word, not a fragment of a cut around a slip
 READ_CACHE = 256  # texts whose reading is remembered (Homophones.correct)
 LONG_RUN = 3  # a run this long is matched without tones (see Homophones.__init__)

@@ -3,7 +3,8 @@ decision is lexical and explainable, from the corpus itself and the question's s
 
 1. a topical word of the question that occurs nowhere in the corpus, when the question names little the corpus does
    know, or whatever else it names when the word is a name: an agrochemical or pest (阿维菌素, 啶虫脒 even when jieba
-   splits it, 卷叶虫), a crop (核桃, 沃柑), a farm animal (山羊, 鸭子), a Latin-letter brand, model or scheme (4C);
+   splits it, 卷叶虫), a crop (核桃, 沃柑), a farm animal (山羊, 鸭子), a machine or vehicle (无人机, 摩托), a Latin-letter
+   brand, model or scheme (4C);
 2. another crop the corpus mentions only in passing (甘蔗, 杧果), asked about in a question that does not name coffee
    or the crop's role beside it (shade, intercrop); or, whatever else the question names, that crop's own disease or
    input (香蕉这个叶斑病, 坚果树施复合肥): a domain term after it in its clause that no passage names together with it;
@@ -40,7 +41,7 @@ MIN_COVERAGE = 0.12
 
 # Topics an agronomy manual does not answer (money and policy); refused on them only when the corpus lacks the word.
 _SCOPE = re.compile(
-    r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|补偿|赔偿|理赔|贷款|保险|政府|政策|申请|合同"
+    r"收购价|价格|多少钱|几块钱|行情|期货|市价|卖价|补贴|补助|补偿|赔偿|理赔|贷款|保险|政府|政策|申请|合同|租金|地租|驾照|执照"
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|小蠹|病|瘟|菌|液|灵)")
@@ -724,6 +725,8 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 _KIN = (r"亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐|舅舅|叔叔|娘家|老丈人|媳妇|老婆|老公|丈夫|婆娘"
         r"|娃娃|娃儿|孩子|儿子|女儿|老人|老妈|老爹|爹妈|父母|婆婆|公公|岳父|岳母")
 _WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
+# a place and then the grower's own land in it (潞江坝我那块地海拔七百多米, 保山我家那片): where they are, as above
+_MINE_IN = re.compile(r"^\s*[\u4e00-\u9fff]{2,6}?(?:这边|那边|这里|那里)?(?:我|我们|我家|咱|咱们|俺)家?(?:的|那|这)")
 _PERSON = re.compile(f"(?:{_KIN})家?")  # a relative, or a relative's home (舅舅家: where, not what is asked)
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
@@ -733,9 +736,10 @@ def _home(question: str, tokenizer: Tokenizer) -> set[str]:
     """Where the grower says they are (我在保山潞江坝，…): their place, not what a figure is of (我在潞江坝，那边一年平均
     气温好多度？ asks of the place itself: 那边 points back to it, and it is no home)."""
     clauses = _clauses(question)
-    home = {w for clause in clauses if _WHERE_I_AM.match(clause)
+    mine = [c for c in clauses if _WHERE_I_AM.match(c) or _MINE_IN.match(c)]
+    home = {w for clause in mine
             for w, f in tokenizer.tagged(clause) if f == "ns" or w in tokenizer.entities(clause) and _PLACE_WORD.search(w)}
-    if any(_THERE.search(c) or any(w in c for w in home) for c in clauses if not _WHERE_I_AM.match(c)):
+    if any(_THERE.search(c) or any(w in c for w in home) for c in clauses if c not in mine):
         return set()
     return home
 
@@ -903,12 +907,13 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     for word, flag in tagged:
         at += len(word)
         after_amount, before = before == "m" and word[0] in _UNIT_KIND, flag  # 好多/天才: the unit asked, glued to 才
-        if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() or flag not in _TOPICAL_POS \
+        if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() \
+                or flag not in _TOPICAL_POS and not (flag == "l" and _MACHINE.search(word)) \
                 or word in tokenizer.stopwords or after_amount:
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _PERSON.fullmatch(word) \
                 or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
-                or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer):
+                or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer, stats):
             continue
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
@@ -924,9 +929,10 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
 
 
 def _of_known_words(word: str, stats: TermStats) -> bool:
-    """A compound of two words the knowledge base uses, each of two characters or more (防护林带: 防护 + 林带): the
-    KB's own things, put together as the grower says it."""
-    return any(stats.known(word[:i]) and stats.known(word[i:]) for i in range(2, len(word) - 1))
+    """A compound of two words the knowledge base uses, each of two characters or more (防护林带: 防护 + 林带), or the
+    tree or seedling of a plant it names (橡胶树 of 橡胶): the KB's own things, put together as the grower says it."""
+    return any(stats.known(word[:i]) and stats.known(word[i:]) for i in range(2, len(word) - 1)) or (
+        len(word) >= 3 and word[-1] in "树苗" and stats.known(word[:-1]))
 
 
 def _diminutive(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
@@ -935,11 +941,13 @@ def _diminutive(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
                                             or tokenizer.general_frequency(word[:-1]) >= MIN_WORD_FREQ)
 
 
-def _verb_glued(word: str, flag: str, tokenizer: Tokenizer) -> bool:
+def _verb_glued(word: str, flag: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
     """A place or person jieba's HMM made of characters and the verb after them (天热撒 of 天热撒碳铵: 天热 + 撒), no
-    name."""
-    return (flag in ("ns", "nr") and len(word) >= 3 and not tokenizer.general_frequency(word)
-            and any(f == "v" for _, f in tokenizer.tagged(word[-1])))
+    name; or a character glued before a word the KB uses, into a word rare in general Chinese (结坚果 of
+    开始结坚果: 结 + 坚果)."""
+    freq = tokenizer.general_frequency(word) if len(word) >= 3 else MIN_WORD_FREQ
+    return (flag in ("ns", "nr") and not freq and any(f == "v" for _, f in tokenizer.tagged(word[-1]))
+            or freq < MIN_WORD_FREQ and stats.known(word[1:]))
 
 
 def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
@@ -1095,6 +1103,8 @@ _FIGHT = r"(?:防|治|杀|赶|灭|驱|打)"
 
 
 # an insect described by its size, colour or body (大虫虫, 绿虫, 肉虫), which the grower cannot name: no name to look for
+# a machine, instrument or vehicle (无人机, 割草机, 测糖仪, 摩托车): the KB cannot say how to use one it never names
+_MACHINE = re.compile(r"^..+[机器仪车]$|^摩托")
 _DESCRIBED_INSECT = re.compile(r"[大小绿黑白红黄灰青花肉长胖]虫")
 
 
@@ -1108,7 +1118,7 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     tokens = {w for w, _ in tokenizer.tagged(question)}
     # a crop or an X虫: a dictionary word (柠檬树, 卷叶虫), characters jieba could not join (沃/柑) or two its HMM
     # joined (沃柑), not a longer word its HMM made by swallowing a neighbour (能见果, 子死树) nor a description (大肉虫)
-    named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w) or _ANIMAL.search(w)
+    named = [w for w in unknown if _CHEMICAL_OR_PEST.search(w) or _ANIMAL.search(w) or _MACHINE.search(w)
              or (_CROP.search(w) or w.endswith("虫") and not _DESCRIBED_INSECT.fullmatch(w))
              and (tokenizer.general_frequency(w) > 0 or w not in tokens
                                                           or len(w) == 2 and _CROP.search(w))
@@ -1164,6 +1174,9 @@ def scoped_out(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: 
     return question[held[first][0]:held[last][0] + len(held[last][1])] + "的细节"
 
 
+_SPACED = re.compile(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])")
+
+
 def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text: str,
            stats: TermStats | None = None, asked: str | None = None) -> Coverage:
     """`question` is what was searched (rewritten from the history for a follow-up); `asked`, when given, is the
@@ -1171,7 +1184,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
     from an earlier turn does not turn a follow-up into a price or another crop's question."""
     if not hits:
         return Coverage(False, 0.0)
-    asked = asked or question
+    # growers typing on a phone part clauses with a space (我爹十几年前栽的咖啡 现在下半截枝子全部掉光了): a comma
+    question, asked = _SPACED.sub("，", question), _SPACED.sub("，", asked or question)
     # a follow-up's carried words (冷空气 冷湖 白霜 …) are the previous turn's: its own words may be what the evidence covers
     score = max(coverage_score(question, hits, tokenizer),
                 coverage_score(asked, hits, tokenizer) if asked != question else 0.0)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (_with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
+from rag_core.relevance import (_home, _with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
@@ -1107,3 +1107,51 @@ def test_money_in_what_the_grower_was_told_is_no_topic_when_another_clause_asks(
     assert unknown_topic("想申请补贴修水池，要修好大的池子？", corpus, tok.synonyms, tok) == "申请"
     # 冷气 is the KB's 冷空气, 冷窝窝 its 冷湖 (the same question refused as 冷气)
     assert unknown_focus("我那块地在箐底下，咋个晓得是不是积冷气的冷窝窝？", tok, sample_engine.term_stats) == ""
+
+
+def test_a_space_parts_clauses_as_a_comma_does(sample_engine):
+    """Growers type clauses apart with spaces (round 23's colloquial22): 没得收入 told in one clause is no price asked by
+    有没有… three clauses on. With commas the same message was answered; with spaces it was refused as a price."""
+    spaced = "我爹十几年前栽的咖啡 现在下半截枝子全部掉光了 想截干又怕一两年没得收入 一家人要吃饭 有没有不一下子全部截的办法"
+    hits = sample_engine.search(spaced).evidence
+    coverage = assess(spaced, hits, sample_engine.tokenizer, sample_engine.index.corpus_text, sample_engine.term_stats)
+    assert coverage.missing == ""
+    # a price asked in its own spaced clause still is one
+    priced = "我家有几亩咖啡 今年鲜果好多钱一斤"
+    coverage = assess(priced, sample_engine.search(priced).evidence, sample_engine.tokenizer,
+                      sample_engine.index.corpus_text, sample_engine.term_stats)
+    assert not coverage.covered
+
+
+def test_the_trees_of_a_plant_the_kb_names_a_verb_glued_to_its_word_and_rent(sample_engine):
+    """橡胶树 is the KB's 橡胶 (a shade tree for low, frost-free land), 结坚果 is 结 + 坚果 (jieba's cut of 开始结坚果),
+    盐巴 is salt (涂白剂's 食盐); rent (租金) is money the manual never states, a licence (驾照) paperwork."""
+    tok, stats, corpus = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    assert unknown_focus("我们在1400米，冬天偶尔有霜，拿橡胶树给咖啡遮荫要得不", tok, stats) == ""
+    assert unknown_focus("咖啡地头想套澳洲坚果 栽下去几年才开始结坚果？", tok, stats) == ""
+    assert unknown_focus("涂白剂里头生石灰、硫磺、盐巴各放好多？", tok, stats) == ""
+    assert unknown_focus("拿柠檬树给咖啡遮荫要得不", tok, stats) == "柠檬树"  # a tree of a plant the KB never names
+    assert unknown_topic("村里要流转我家的咖啡地，租金一亩一年咋个算合理", corpus, tok.synonyms, tok) == "租金"
+    assert unknown_topic("拉鲜果的三轮车要考哪样驾照", corpus, tok.synonyms, tok) == "驾照"
+
+
+def test_a_machine_the_kb_never_names_is_what_is_asked_of_it(sample_engine):
+    """用无人机防锈病要得不 names rust, which the KB knows well, but asks whether a drone will do: the KB says nothing
+    of drones (jieba tags 无人机 an idiom, l). A sprayer the KB names is answered."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("现在好多人用无人机打药，咖啡地里用无人机防锈病要得不？一亩兑好多药", tok, stats) == "无人机"
+    assert unknown_focus("背负式喷雾器打锈病的药，一亩兑好多药", tok, stats) == ""
+
+
+def test_a_place_then_my_land_is_where_the_grower_is(sample_engine):
+    """潞江坝我那块地海拔七百多米 says where the grower's land is; the months asked are the altitude band's (1000 m 以下
+    10 月中下旬开始), which the manual states without the place."""
+    tok = sample_engine.tokenizer
+    assert _home("潞江坝我那块地海拔七百多米，咖啡一般几月开始采，几月采得完？", tok) == {"潞江坝"}
+    assert _home("潞江坝那边一年平均气温好多度？", tok) == set()  # asked of the place itself
+
+
+def test_a_five_character_word_is_put_right_too(sample_engine):
+    """淋酸二氢钾 (lin, as 磷) is the KB's 磷酸二氢钾, also where jieba glues a verb to it (打淋酸二氢钾)."""
+    fixed, corrections = sample_engine.homophones.correct("打淋酸二氢钾 一桶水十五公斤 要放好多克", sample_engine.tokenizer)
+    assert "磷酸二氢钾" in fixed and ("淋酸二氢钾", "磷酸二氢钾") in corrections
