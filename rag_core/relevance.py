@@ -221,8 +221,8 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(?P<size>好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(?P<share>比例)|(?P<percent>百分之(?:几|好多|多少))"
                          r"|(?P<ph>pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
-                         # a rate (成活率一般有好多, 发芽率能有几成): a share, stated in per cent or tenths
-                         r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成)")
+                         # a rate (成活率一般有好多, 发芽率能有几成, 成活率有好高): a share, stated in per cent or tenths
+                         r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
 # what each kind of ask but an amount in a unit is answered by
 _ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
                "ph": "ph"}

@@ -1061,6 +1061,10 @@ def test_two_kb_words_put_together_and_an_insect_described_are_no_unknown_topic(
     ("香根草做植物篱，一行里头棵跟棵隔好远种？",
      "香根草植物篱沿等高线每隔 3～5 行咖啡种植一道，每道种两行。",
      "香根草植物篱每道种两行，株距 10～15 cm。"),
+    # how high a rate is (成活率有好高): a share, which 成活率高 in words is not (round 23's dev23)
+    ("咖啡劈接的话成活率一般有好高？",
+     "劈接一般在雨季 6～8 月，气温 20 度以上、空气湿润时成活率高。",
+     "劈接在雨季 6～8 月进行，成活率一般可达 85%～95%。"),
 ])
 def test_an_amount_asked_is_stated_only_by_a_figure_of_its_own_kind(sample_engine, question, near_miss, stated):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
