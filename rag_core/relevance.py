@@ -251,8 +251,7 @@ _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
     """The amounts a question asks, each as (its words, the kind of figure that answers it: "count", "mass" …)."""
-    return [(m["spacing"] or m["size"] or m[0], _UNIT_KIND[m["unit"]] if m["unit"] else _ASKED_KIND[m.lastgroup])
-            for m in _ASKED_UNIT.finditer(question)
+    return [(m["spacing"] or m["size"] or m[0], _kind_asked(m, question)) for m in _ASKED_UNIT.finditer(question)
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more
             # (要不要多买几棵: whether to is asked).
@@ -262,6 +261,15 @@ def asked_amounts(question: str) -> list[tuple[str, str]]:
                                                        or _A_FEW_MORE.search(question[:m.start()])
                                                        or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())
                                                        or _ASKED_OTHER_AFTER.match(question, m.end())))]
+
+
+def _kind_asked(ask: re.Match, question: str) -> str:
+    """The kind of figure an ask is answered by; a degree of sugar (测糖…好多度, 糖度) is a share (°Bx, stated in per
+    cent: 完熟果常见在 18%–24%), no temperature."""
+    if not ask["unit"]:
+        return _ASKED_KIND[ask.lastgroup]
+    kind = _UNIT_KIND[ask["unit"]]
+    return "ratio" if kind == "temperature" and "糖" in question else kind
 
 
 def states_asked_amount(question: str, text: str) -> bool:
@@ -1016,7 +1024,7 @@ def unknown_latin_name(question: str, corpus_text: str) -> str:
 
 
 OTHER_CROP_SHARE = 0.015  # a crop the KB names in at most this share of passages is mentioned beside coffee, not taught
-_BESIDE_COFFEE = re.compile(r"荫蔽|遮荫|遮阴|间作|间种|套种|混种")  # the crop's role beside coffee
+_BESIDE_COFFEE = re.compile(r"荫蔽|遮|间作|间种|套种|混种")  # the crop's role beside coffee
 # planted (种, 栽; 点 as growers sow maize and beans: 点几行苞谷, not 一点/有点 = a little), a quantity between
 _PLANTED_BESIDE = re.compile(r"(?:种|栽|(?<![一有])点|套种|间种|间作|混种|种上|种点)(?:[几一两三四五六\d]+[行亩片块窝棵株塘排])?$")
 

@@ -1159,3 +1159,15 @@ def test_a_five_character_word_is_put_right_too(sample_engine):
     """淋酸二氢钾 (lin, as 磷) is the KB's 磷酸二氢钾, also where jieba glues a verb to it (打淋酸二氢钾)."""
     fixed, corrections = sample_engine.homophones.correct("打淋酸二氢钾 一桶水十五公斤 要放好多克", sample_engine.tokenizer)
     assert "磷酸二氢钾" in fixed and ("淋酸二氢钾", "磷酸二氢钾") in corrections
+
+
+def test_a_crop_that_shades_coffee_and_a_degree_of_sugar(sample_engine):
+    """我家杧果树长大了 遮得有点密了 asks of mango as coffee's shade (round 23's conv23 refused it as 杧果); a degree
+    of sugar (测糖…好多度) is a share (the harvest chapter's 18%–24%), no temperature."""
+    from rag_core.relevance import asked_amounts
+
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert other_crop("我家杧果树长大了 遮得有点密了 要是超过一半会咋样", tok, stats) == ""
+    assert other_crop("我家杧果树长大了 要是超过一半会咋样", tok, stats) == "杧果"
+    assert asked_amounts("买了个测糖的折光仪，完熟的红果一般测出来有好多度？") == [("好多度", "ratio")]
+    assert asked_amounts("烘干的时候温度最高好多度？") == [("好多度", "temperature")]
