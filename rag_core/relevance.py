@@ -602,8 +602,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
 
 
-# The knowledge base says it gives no such figure: 黄蜜、红蜜、黑蜜等，本文件不作统一规定; 螺虫乙酯…按标签浓度使用
-_DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没有统一的?(?:标准|规定)|无统一标准|按(?:产品)?标签|按说明书")
+# The knowledge base says it gives no such figure: 黄蜜、红蜜、黑蜜等，本文件不作统一规定; 螺虫乙酯…按标签浓度使用; 控释肥料…按产品说明使用
+_DECLINES = re.compile(r"不作统一规定|不作规定|不做统一规定|没有统一的?(?:标准|规定)|无统一标准|按(?:产品)?(?:标签|说明书?)")
 
 
 def _declined(ask: str, figure: _Figure, clause: str, anchors: Sequence[tuple[str, list[str], float]],

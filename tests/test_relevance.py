@@ -1171,3 +1171,13 @@ def test_a_crop_that_shades_coffee_and_a_degree_of_sugar(sample_engine):
     assert other_crop("我家杧果树长大了 要是超过一半会咋样", tok, stats) == "杧果"
     assert asked_amounts("买了个测糖的折光仪，完熟的红果一般测出来有好多度？") == [("好多度", "ratio")]
     assert asked_amounts("烘干的时候温度最高好多度？") == [("好多度", "temperature")]
+
+
+def test_a_manual_that_says_follow_the_product_instructions_gives_no_figure(sample_engine):
+    """缓释、控释肥料…按产品说明使用 declines a controlled-release fertiliser's grams, as 按标签 declines a dose (three
+    writers asked it: adversarial-oos18, 20, 22); a stated figure answers."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    asked = "控释肥一棵结果树一年放好多克？"
+    declined = "硝酸钾等更适合旱季滴灌时使用，每株每次 20～30 g。缓释、控释肥料可减少淋失，按产品说明使用。"
+    assert unanchored_amount(asked, _passages(declined), tok, stats) == "具体数字"  # the grams beside are another's
+    assert unanchored_amount(asked, _passages("控释肥料每株结果树每年施 150～200 g，一次施入。"), tok, stats) == ""
