@@ -162,7 +162,13 @@ def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStat
 
 def opens_new_topic(question: str) -> bool:
     """The question says it is another one (对了，…; 另外…; 问个别的，…)."""
-    return bool(_NEW_TOPIC_OPENING.search(question.strip()))
+    return bool(new_topic_opening(question))
+
+
+def new_topic_opening(question: str) -> str:
+    """The words that say the question is another one (对了, 还有个事, 问个别的), or ""."""
+    m = _NEW_TOPIC_OPENING.search(question.strip())
+    return m.group(0) if m else ""
 
 
 def leans_back(question: str, tokenizer: Tokenizer) -> bool:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
-from .history import topic_strength
+from .history import new_topic_opening, topic_strength
 from .lexical import WHAT_TO_DO, Tokenizer
 from .records import Hit
 from .sentences import TABLE_RULE, sentence_spans
@@ -759,7 +759,9 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     keys = [k for k in tokenizer.synonyms if k in question]
     home = _home(question, tokenizer)
     out = {}
-    for word, flag in tokenizer.tagged(question):
+    # the words that announce another question (还有个事, 对了) say nothing of what a figure is of
+    body = question.strip()[len(new_topic_opening(question)):]
+    for word, flag in tokenizer.tagged(body):
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
                 or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home \
                 or word in _UNIT_KIND:  # a unit (一个钟头出好多升) gives the figure's scale, not what it is of

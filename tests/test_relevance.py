@@ -1181,3 +1181,13 @@ def test_a_manual_that_says_follow_the_product_instructions_gives_no_figure(samp
     declined = "硝酸钾等更适合旱季滴灌时使用，每株每次 20～30 g。缓释、控释肥料可减少淋失，按产品说明使用。"
     assert unanchored_amount(asked, _passages(declined), tok, stats) == "具体数字"  # the grams beside are another's
     assert unanchored_amount(asked, _passages("控释肥料每株结果树每年施 150～200 g，一次施入。"), tok, stats) == ""
+
+
+def test_the_words_that_announce_another_question_anchor_no_figure(sample_engine):
+    """还有个事，… says another question follows; its 还有 is no word a figure must stand beside (dev17's d17-070 was
+    refused once the retrained ranker's evidence held 还有 elsewhere)."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    asked = "还有个事，临沧这边想新开块咖啡地，坡陡到好多度就不能开了"
+    evidence = _passages("坡度超过 25 度的陡坡水土流失严重，都不宜再扩大种植。", "还有一些地块土层浅，石砾多。")
+    assert unanchored_amount(asked, evidence, tok, stats) == ""
+    assert unanchored_amount("坡陡到好多度就不能开了", _passages("还有一些地块土层浅，石砾多。"), tok, stats) == "具体数字"
