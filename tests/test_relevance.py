@@ -1191,3 +1191,12 @@ def test_the_words_that_announce_another_question_anchor_no_figure(sample_engine
     evidence = _passages("坡度超过 25 度的陡坡水土流失严重，都不宜再扩大种植。", "还有一些地块土层浅，石砾多。")
     assert unanchored_amount(asked, evidence, tok, stats) == ""
     assert unanchored_amount("坡陡到好多度就不能开了", _passages("还有一些地块土层浅，石砾多。"), tok, stats) == "具体数字"
+
+
+@pytest.mark.parametrize("question", ["自家留了点生豆，想用铁锅炒来喝，火要好大，炒好久才得？",
+                                      "那我留几斤在家里，脱了壳用铁锅炒来自己喝，要炒好久，火开多大？"])
+def test_roasting_in_a_wok_to_drink_is_home_roasting_whatever_the_clause(hits, question):
+    """自家 or 在家里 in one clause and the wok in the next (adversarial-oos16, 18): a kitchen's roast, which the manual
+    (it stops at the green bean) does not teach; drying beans in the sun is not roasting."""
+    assert missing_fact(question, hits) == "家庭烘焙和冲煮"
+    assert missing_fact("带壳豆晒好以后要炒一下再卖吗？", hits) == ""
