@@ -734,9 +734,10 @@ _MODAL_VERB = re.compile(r"[要会能该想可][\u4e00-\u9fff]")  # 要除 (一�
 # people a grower speaks of: who, never what the question is about (我媳妇怀起了, 我亲戚在保山)
 _KIN = (r"亲戚|朋友|老表|老乡|邻居|兄弟|哥哥|姐姐|弟弟|妹妹|表哥|表姐|舅舅|叔叔|娘家|老丈人|媳妇|老婆|老公|丈夫|婆娘"
         r"|娃娃|娃儿|孩子|儿子|女儿|老人|老妈|老爹|爹妈|父母|婆婆|公公|岳父|岳母")
-_WHERE_I_AM = re.compile(r"^\s*(?:我|我们|我家|咱|咱们|俺)的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
+_I = r"(?:我|我们|我家|咱|咱们|俺)"
+_WHERE_I_AM = re.compile(r"^\s*" + _I + r"的?(?:" + _KIN + r")?(?:家|这边|那边|这里|那里)?(?:在|住在|是)")
 # a place and then the grower's own land in it (潞江坝我那块地海拔七百多米, 保山我家那片): where they are, as above
-_MINE_IN = re.compile(r"^\s*[\u4e00-\u9fff]{2,6}?(?:这边|那边|这里|那里)?(?:我|我们|我家|咱|咱们|俺)家?(?:的|那|这)")
+_MINE_IN = re.compile(r"^\s*[\u4e00-\u9fff]{2,6}?(?:这边|那边|这里|那里)?" + _I + r"家?(?:的|那|这)")
 _PERSON = re.compile(f"(?:{_KIN})家?")  # a relative, or a relative's home (舅舅家: where, not what is asked)
 _PLACE_WORD = re.compile(r"[州市县乡镇村坝山河江]$")
 _THERE = re.compile(r"那边|那里|这边|这里|当地|那点|这点|那儿|这儿|那头|这头|那一带|这一带")
@@ -957,9 +958,12 @@ def _verb_glued(word: str, flag: str, tokenizer: Tokenizer, stats: TermStats) ->
     """A place or person jieba's HMM made of characters and the verb after them (天热撒 of 天热撒碳铵: 天热 + 撒), no
     name; or a character glued before a word the KB uses, into a word rare in general Chinese (结坚果 of
     开始结坚果: 结 + 坚果)."""
-    freq = tokenizer.general_frequency(word) if len(word) >= 3 else MIN_WORD_FREQ
-    return (flag in ("ns", "nr") and not freq and any(f == "v" for _, f in tokenizer.tagged(word[-1]))
-            or freq < MIN_WORD_FREQ and stats.known(word[1:]))
+    if len(word) < 3:
+        return False
+    freq = tokenizer.general_frequency(word)
+    if flag in ("ns", "nr") and not freq and any(f == "v" for _, f in tokenizer.tagged(word[-1])):
+        return True
+    return freq < MIN_WORD_FREQ and stats.known(word[1:])
 
 
 def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
@@ -1114,9 +1118,9 @@ def animal_care(question: str, tokenizer: Tokenizer) -> str:
 _FIGHT = r"(?:防|治|杀|赶|灭|驱|打)"
 
 
-# an insect described by its size, colour or body (大虫虫, 绿虫, 肉虫), which the grower cannot name: no name to look for
 # a machine, instrument or vehicle (无人机, 割草机, 测糖仪, 摩托车): the KB cannot say how to use one it never names
 _MACHINE = re.compile(r"^..+[机器仪车]$|^摩托")
+# an insect described by its size, colour or body (大虫虫, 绿虫, 肉虫), which the grower cannot name: no name to look for
 _DESCRIBED_INSECT = re.compile(r"[大小绿黑白红黄灰青花肉长胖]虫")
 
 
