@@ -1,13 +1,24 @@
 """Check a gold JSONL file: format, and that every quote maps to exactly one place in its document's text.
 
-Usage: .venv/bin/python tests/data/eval/briefs/goldcheck.py FILE.jsonl (the blind writers ran a copy of it; the
-briefs name that copy's path)
+Usage: .venv/bin/python tests/data/eval/briefs/goldcheck.py FILE.jsonl. The blind writers run a copy of it outside
+the repo (the briefs name that copy's path), so the repo is the first folder above the script that holds rag_core/,
+else COFFEEBOT_ROOT.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
+
+def _root() -> Path:
+    here = Path(__file__).resolve()
+    found = next((p for p in here.parents if (p / "rag_core").is_dir()), None)
+    if found is None and "COFFEEBOT_ROOT" not in os.environ:
+        sys.exit(f"{here} is outside the repo: set COFFEEBOT_ROOT to the repo's folder")
+    return found or Path(os.environ["COFFEEBOT_ROOT"])
+
+
+ROOT = _root()
 sys.path.insert(0, str(ROOT))
 from rag_core.ingest.clean import normalise, normalise_fragment  # noqa: E402
 from rag_core.ingest.readers import read_file  # noqa: E402
