@@ -121,7 +121,8 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # at home, for oneself, or for the cup: roasting, grinding, brewing and drinking are past the green bean, where
     # this manual stops; not whether a defective bean may be drunk (霉豆能不能自己喝), which its grading answers
     # (a cupping's water and dose are the grading protocol's, which the manual gives: 杯测的时候冲咖啡，水要烧到好多度)
-    ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))(?![\s\S]*杯测)[\s\S]*?(?:"
+    # (nor water run over the plant: 打了霜早上要拿水冲叶子…咋个冲 washes the leaves)
+    ("家庭烘焙和冲煮", re.compile(r"^(?![^。]*?(?:霉|虫蛀|变质|瑕疵|缺陷))(?![\s\S]*杯测)(?![\s\S]*[冲泡淋](?:叶|树|苗|枝|根|种子|掉))[\s\S]*?(?:"
                           r"(?:^|[，,。？?])(?=[^，,。？?]*(?:咖啡|豆))[^，,。？?]*?(?:在家|家里|家用|自己|自家)"
                           r"[^，,。？?]{0,10}?(?:炒|烤|烘(?!干)|焙|磨|冲(?!洗|刷)|煮|喝|泡(?!水|种))"
                           # how it tastes, asked (好不好喝, 好喝不), not told (咖啡馆的人说铁皮卡好喝价钱高，…)
@@ -163,8 +164,10 @@ _AMOUNT_FORMS = {"度": _TEMPERATURE, "公斤": _MASS, "斤": _MASS, "千克": _
 
 
 def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
-    """The kind of fact the question asks for that the best evidence does not contain ("" when none is missing)."""
+    """The kind of fact the question asks for that the best evidence does not contain ("" when none is missing); the
+    story told before the question (`told_spans`) asks nothing."""
     evidence = "".join(h.chunk.text for h in hits[:top])
+    question = asked_part(question)
     for name, asks, answered_by in ASKED_FACTS:
         m = asks.search(question)
         if m and not (answered_by.search(evidence) if answered_by else _asked_word(m.group(0)) in evidence):
@@ -253,11 +256,13 @@ _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
     """The amounts a question asks, each as (its words, the kind of figure that answers it: "count", "mass" …)."""
+    told = told_spans(question)  # 自家几个人摘了两百多斤。…还要得不: a few people, no ask
     return [(m["spacing"] or m["size"] or m[0], _kind_asked(m, question)) for m in _ASKED_UNIT.finditer(question)
+            if not _in(told, m.start())
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more
             # (要不要多买几棵: whether to is asked).
-            if not (m["unit"] and _UNIT_KIND[m["unit"]] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
+            and not (m["unit"] and _UNIT_KIND[m["unit"]] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
                     in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])
@@ -873,20 +878,47 @@ _REPORTED = re.compile(r"说|讲|听人|据说")  # 村里头说…, 听人讲�
 
 
 def _told_before_an_ask(question: str, at: int, corpus_text: str, tokenizer: Tokenizer | None) -> bool:
-    """Whether the clause at `at` reports what someone said, asking nothing, and a later clause asks in words of its
-    own that the corpus has."""
+    """Whether the clause at `at` reports what someone said or tells what happened (a told sentence: `told_spans`),
+    asking nothing, and a later clause asks in words of its own that the corpus has."""
     if tokenizer is None:
         return False
     before = _CLAUSE_START.search(question[:at]).group(0)  # the clause up to the word
     rest = _CLAUSE_REST.match(question, at)  # … and on to its end, with its mark
     later = question[rest.end():]
-    return not _ASKING.search(before + rest.group(0)) and bool(_REPORTED.search(before)) and bool(
+    return not _ASKING.search(before + rest.group(0)) and bool(
+        _REPORTED.search(before) or _in(told_spans(question), at)) and bool(
         _ASKING.search(later)) and any(len(w) >= 2 and w in corpus_text and not _SCOPE.search(w)
                                        for w in tokenizer.content_words(later))
 
 
 _CLAUSE_START = re.compile(r"[^，,。；;！!？?]*$")
 _CLAUSE_REST = re.compile(r"[^，,。；;！!？?]*[，,。；;！!？?]?")
+_SENTENCE = re.compile(r"[^。！!？?]+[。！!？?]*")
+_PARTICLE = re.compile(r"吗|呢|么|嘛")
+
+
+def told_spans(question: str) -> list[tuple[int, int]]:
+    """Where the story before a question is told: each sentence closed by 。 or ！ without a question particle, when a
+    later sentence asks (昨天自家几个人摘了两百多斤红果子…。这些果子还要得不？). A grower types 。 after what happened,
+    not after what is asked, so an amount or a loan in such a sentence (底下就是几户人家。 去年贷款装了滴灌…。) is
+    what led to the question, not what it asks. [] for a message of one sentence, or with nothing asked after."""
+    sentences = [(m.start(), m.end(), m.group(0)) for m in _SENTENCE.finditer(question)]
+    told = []
+    for i, (start, end, text) in enumerate(sentences):
+        if text.rstrip()[-1:] in "。！!" and not _PARTICLE.search(text) and any(
+                _ASKING.search(later) for _, _, later in sentences[i + 1:]):
+            told.append((start, end))
+    return told
+
+
+def _in(spans: Sequence[tuple[int, int]], at: int) -> bool:
+    return any(start <= at < end for start, end in spans)
+
+
+def asked_part(question: str) -> str:
+    """The question without its told sentences (`told_spans`)."""
+    spans = told_spans(question)
+    return "".join(ch for at, ch in enumerate(question) if not _in(spans, at)) if spans else question
 
 
 _TOPICAL_POS = ("n", "nr", "nrt", "nrfg", "ns", "nz", "nt", "vn", "j")  # nrt, nrfg: transliterated names (卡布奇诺)
@@ -931,21 +963,25 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         freq = tokenizer.general_frequency(word)
         if freq < MIN_WORD_FREQ and not (len(word) >= 3 and freq) and not _looks_like_a_name(word, flag, freq > 0 or len(word) == 2):
             continue  # a fragment of a bad segmentation, not a word (dictionary words of 3+ characters are: 咖啡壶)
-        if _mapped_by_synonyms(word, tokenizer) or _of_known_words(word, stats):
+        if _mapped_by_synonyms(word, tokenizer) or _of_known_words(word, stats, tokenizer):
             continue
         out.append(word)
     for run in _single_character_runs(tagged):
         if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
-                and not _diminutive(run, tokenizer, stats):  # 青果/果: 青果果
+                and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
             out.append(run)
     return list(dict.fromkeys(out))
 
 
-def _of_known_words(word: str, stats: TermStats) -> bool:
+def _of_known_words(word: str, stats: TermStats, tokenizer: Tokenizer) -> bool:
     """A compound of two words the knowledge base uses, each of two characters or more (防护林带: 防护 + 林带), or the
-    tree or seedling of a plant it names (橡胶树 of 橡胶): the KB's own things, put together as the grower says it."""
+    tree or seedling of a plant it names (橡胶树 of 橡胶); or a KB word and a noun of one character the KB uses on its
+    own, a list typed without its commas (石灰硫磺盐各放好多: 硫磺 + 盐; not 咖啡因, whose 因 is no noun): the KB's own
+    things, put together as the grower says it."""
     return any(stats.known(word[:i]) and stats.known(word[i:]) for i in range(2, len(word) - 1)) or (
-        len(word) >= 3 and word[-1] in "树苗" and stats.known(word[:-1]))
+        len(word) >= 3 and word[-1] in "树苗" and stats.known(word[:-1])) or (
+        len(word) >= 3 and stats.known(word[:-1]) and stats.known(word[-1])
+        and tokenizer.tagged(word[-1]) == [(word[-1], "n")])
 
 
 def _diminutive(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (_home, _with_column_units, animal_care, assess, missing_fact, other_crop, other_crops_care,
+from rag_core.relevance import (_home, _with_column_units, animal_care, asked_amounts, assess, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
@@ -1200,3 +1200,32 @@ def test_roasting_in_a_wok_to_drink_is_home_roasting_whatever_the_clause(hits, q
     (it stops at the green bean) does not teach; drying beans in the sun is not roasting."""
     assert missing_fact(question, hits) == "家庭烘焙和冲煮"
     assert missing_fact("带壳豆晒好以后要炒一下再卖吗？", hits) == ""
+
+
+def test_the_story_told_before_a_question_asks_nothing(sample_engine, hits):
+    """A grower types 。 after what happened and ？ (or nothing) after what is asked (round 24's colloquial23): 几户人家,
+    a loan, 两百多斤 told in a closed sentence led to the question, they are not asked. Asked in the last sentence, or in
+    a message of one sentence, they still are."""
+    tok, corpus = sample_engine.tokenizer, sample_engine.index.corpus_text
+    assert missing_fact("我家地在坡脚，旁边就是几户人家。昨晚下大雨，坡上冒浑水，树也歪了。现在要咋个整？", hits) == ""
+    assert missing_fact("旁边就是几户人家，一共好多户？", hits) == "统计数字"
+    assert unknown_topic("去年借贷款装了滴灌，今年滴头堵了。滴灌里头能放哪样肥？", corpus, tok.synonyms, tok) == ""
+    assert unknown_topic("去年借贷款装了滴灌。贷款利息一年要还好多？", corpus, tok.synonyms, tok) == "贷款"
+    assert asked_amounts("今天自家几个人摘了三百多斤红果，放了一夜。袋子里发热了，还要得不？") == []
+    assert asked_amounts("今天摘的红果放了一夜。几个钟头以内要送去加工？") == [("几个钟头", "hours")]
+    assert asked_amounts("一亩地施几斤肥。") == [("几斤", "mass")]  # one sentence: what it says is what it asks
+
+
+def test_water_run_over_the_plant_is_no_brewing(hits):
+    """冲 washes leaves with water as well as it brews a cup: 打了霜拿水冲叶子…咋个冲 asks of the frost (the manual's
+    spraying of water), not of the kitchen."""
+    assert missing_fact("打了霜以后一早拿清水冲叶子，有用没得？咋个冲", hits) == ""
+    assert missing_fact("自己在家烘的豆子咋个冲才好喝", hits) == "家庭烘焙和冲煮"
+
+
+def test_a_list_typed_without_commas_names_the_kbs_own_things(sample_engine):
+    """石灰硫磺盐 is 石灰, 硫磺 and 盐 (jieba joins the last two into a run that ends like a salt's name); 咖啡因 is no
+    such list, its 因 is no noun."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("刷树干的涂白剂咋个兑？石灰硫磺盐各放好多", tok, stats) == ""
+    assert "咖啡因" in unknown_words("咖啡因低的豆子是咋个处理出来的", tok, stats)
