@@ -1229,3 +1229,10 @@ def test_a_list_typed_without_commas_names_the_kbs_own_things(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert unknown_focus("刷树干的涂白剂咋个兑？石灰硫磺盐各放好多", tok, stats) == ""
     assert "咖啡因" in unknown_words("咖啡因低的豆子是咋个处理出来的", tok, stats)
+
+
+def test_how_many_there_are_asked_with_a_question_mark_is_an_ask():
+    """有几个 tells a few (园子里有几棵叶子黄了) unless its unit ends the question (锈菌的小种到底有几个？, dev24): then it
+    asks how many, which a sentence without a count does not answer."""
+    assert asked_amounts("这种病菌的生理小种到底有几个？") == [("几个", "items")]
+    assert asked_amounts("坡上有几棵叶子黄了，是缺啥？") == []
