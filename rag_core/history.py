@@ -37,6 +37,18 @@ _LEANING_OPENING = re.compile(r"^(?:那|那么|还|再|要是|如果|假如|可�
 # its own topic is a new one, though 还 alone leans back ("还要打几次？").
 _NEW_TOPIC_OPENING = re.compile(r"^(?:对了|还有个?事|还有一?个问题|还有[，,、]|另外|顺便问一?[下问]|换个问题|再问一?个"
                                 r"|问个?别的|问一?个事|问一?下别的)")
+# What to do after a step (发酵好了以后呢, 热起来以后接下来要咋个弄, 下一步咋个整): the next step of the process the
+# conversation is in.
+_NEXT_STEP = re.compile(r"(?<=[\u4e00-\u9fff])(?:以后|之后|[了好完]后|过后)[^，,。？?\s]{0,10}?"
+                        r"(?:呢|咋|怎|整|做|搞|弄|管|要|该|还|再|哪样|啥|什么|多久|好久|几|多少|好多)"
+                        r"|下一步|接下来|然后呢|然后(?:咋|怎|要|该|再)|再(?:咋个?|怎么)(?:整|弄|搞|做|办)")
+
+
+def asks_next_step(question: str) -> bool:
+    """Whether the question asks what to do after a step: the next step of a process."""
+    return bool(_NEXT_STEP.search(question))
+
+
 # "…呢？" asks "and what about …", relative to what was said before, at the end or before a second clause.
 _WHAT_ABOUT = re.compile(r"呢[？?！!。\s]*$|呢[？?]")
 _LEADING_DEMONSTRATIVE = re.compile(r"^(?:那么|那|这样的话|这样)[，,\s]*")

@@ -937,3 +937,25 @@ def test_a_demonstrative_after_a_measure_describes_it_and_points_nowhere(sample_
     assert classify(question, tok, stats).reason != "points back" and not leans_back(question, tok)
     assert classify("这种病咋个防？", tok, stats).reason == "points back" and leans_back("这种病咋个防？", tok)
     assert leans_back("打了以后那种芽留不留", tok)
+
+
+@pytest.mark.parametrize("question, asks", [("发酵好了以后呢", True), ("热起来以后接下来要咋个弄", True), ("到点了 下一步咋个整", True),
+                                            ("绑好后还要整哪样", True), ("那要打几次？", False), ("这个病在苗圃头咋个防？", False)])
+def test_what_to_do_after_a_step_asks_the_next_step(question, asks):
+    from rag_core.history import asks_next_step
+
+    assert asks_next_step(question) is asks
+
+
+def test_a_next_step_asked_finds_where_the_manual_goes_on(sample_engine):
+    """发酵终点到了以后下一步咋个整 after a reply on the fermentation's end point: the manual's next section (清洗) is the
+    passage right after the reply's. It joins the first five at NEXT_STEP_AT, whatever the question's own words find;
+    a follow-up that asks no next step is left to the ranker."""
+    chunks = sample_engine.index.chunks
+    end_point = next(c for c in chunks if "发酵终点的判断" in c.text and "手搓法" in c.text)
+    washing = chunks[sample_engine.index.position[end_point.id] + 1]
+    assert washing.docid == end_point.docid and "清洗" in washing.text
+    history = [Turn("user", "池子里的豆子咋个晓得发酵好了？"),
+               Turn("assistant", f"以下内容摘自知识库：\n豆表不再滑腻、手感粗糙，搓动时发出“沙沙”声，即为发酵终点。[{end_point.id}]")]
+    evidence = [h.chunk.id for h in sample_engine.search("到点了以后，下一步咋个整", history).evidence]
+    assert washing.id in evidence[:5], evidence
