@@ -5,6 +5,7 @@ Both cite with `[docid#cid]`; both refuse, citing nothing, when the evidence doe
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -12,6 +13,7 @@ from typing import Callable, Sequence
 from .lexical import WHAT_TO_DO, Tokenizer
 from .records import Chunk, Hit, Turn
 from .sentences import FULL_STOP, TABLE_RULE, sentence_spans
+from .termstats import TermStats
 
 log = logging.getLogger(__name__)
 
@@ -344,6 +346,43 @@ def extractive_answer(
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""
     return f"{EXTRACTIVE_HEADER}\n{bullets}{gap}", [hits[r].chunk.id for r in sources]
+
+
+SISTER_SHARE = 0.6  # of the IDF weight of an answer line's words that a passage of another document holds to state it too
+SISTER_RANKS = 3  # … among this many passages at the top of the evidence
+_SPECIFIC_SHARE = 0.2  # a word in more of the passages than this says little of which fact a line states
+_CITED_LINE = re.compile(r"([^\[\]]*?)\[([^\[\]\s]+#\d+)\]")
+
+
+def cite_sisters(text: str, cited: Sequence[str], hits: Sequence[Hit], tokenizer: Tokenizer,
+                 stats: TermStats) -> tuple[str, list[str]]:
+    """The knowledge base states many facts twice: a chapter's rule and the FAQ's answer, a regulation and a bulletin
+    (石灰与氮肥间隔 2 周 in the fertiliser chapter and the nutrition FAQ). When a passage of another document, among the
+    first SISTER_RANKS of the evidence, holds SISTER_SHARE of the IDF weight of the first cited line's words, it states
+    that line too and is cited beside it: the agronomist sees both sources, and a writer who quoted either finds it.
+    Which of two sisters a question's writer quotes, the ranker cannot tell: over the gold sets' 6,357 questions
+    citing both changed 182 answers and raised mean citation F1 by 0.004, in every family of sets (a share of 0.5 or
+    0.7: 0.003; among 2 or 5 passages: less). Returns (text, cited ids)."""
+    lines = {cid: body for body, cid in _CITED_LINE.findall(text)}
+    if not cited or cited[0] not in lines:
+        return text, list(cited)
+    line = lines[cited[0]].replace(EXTRACTIVE_HEADER, "")
+    weights = {w: math.log(1 / stats.share(w)) for w, _ in tokenizer.tagged(line)
+               if len(w) >= 2 and not w.isascii() and stats.known(w) and stats.share(w) <= _SPECIFIC_SHARE}
+    total = sum(weights.values())
+    if not total:
+        return text, list(cited)
+    docs = {cid.partition("#")[0] for cid in cited}
+
+    def share(hit: Hit) -> float:
+        return sum(w for word, w in weights.items() if word in hit.chunk.text) / total
+
+    sisters = [h for h in hits[:SISTER_RANKS] if h.chunk.id not in cited and h.chunk.docid not in docs]
+    best = max(sisters, key=share, default=None)
+    if best is None or share(best) < SISTER_SHARE:
+        return text, list(cited)
+    first = f"[{cited[0]}]"
+    return text.replace(first, f"{first}[{best.chunk.id}]", 1), [cited[0], best.chunk.id, *cited[1:]]
 
 
 OPENING_CHARS = 120  # how much of a looked-up section's start an answer shows

@@ -11,8 +11,8 @@ from typing import Callable, Sequence
 
 from .citations import backfill, cited_ids, validate_citations
 from .config import Config
-from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, extractive_answer, not_covered,
-                       with_control_sections)
+from .generate import (NOT_COVERED, build_messages, build_rewrite_messages, cite_sisters, extractive_answer,
+                       not_covered, with_control_sections)
 from .history import (as_pointed, asks_next_step, carry_topic, classify, conversation_text, inject_history, last_reply,
                       leans_back, names_little_of_its_own, opens_new_topic, plain_reply, rewrite_query)
 from .homophones import Correction, Homophones
@@ -348,6 +348,7 @@ class Engine:
                     question, shown, self.tokenizer, self.cfg.llm.answer_chars, context=retrieval.rewritten_query,
                     lead=lead_passages(retrieval),
                 )
+                text, cited = cite_sisters(text, cited, hits, self.tokenizer, self.term_stats)
                 if not cited:
                     text, cited = backfill("以下内容摘自知识库，供参考。", [hits[0].chunk.id]), [hits[0].chunk.id]
         if retrieval.corrections:  # say how the question was read: the grower sees 节顶 taken for 截顶, and can say so

@@ -217,3 +217,26 @@ def test_how_to_control_is_answered_from_the_control_section(sample_engine):
     a = sample_engine.answer("咖啡锈病怎么防治？")
     assert a.citations and "防治" in a.citations[0].section
     assert not a.text.rstrip("[]0123456789abcdef#").endswith("；")
+
+
+def test_a_fact_two_documents_state_is_cited_from_both(sample_engine):
+    """石灰与氮肥施用应间隔 2 周以上 stands in the soil chapter and in the planting regulation (10.4.2): when the other
+    document's passage is among the first SISTER_RANKS of the evidence it is cited beside the line, on the same line.
+    A passage of another document that states something else, or a sister ranked lower, is not."""
+    from rag_core.generate import SISTER_RANKS, cite_sisters
+    from rag_core.records import Hit
+
+    chunks = sample_engine.index.chunks
+    soil = next(c for c in chunks if "石灰与氮肥施用应间隔 2 周以上。一般" in c.text)
+    regulation = next(c for c in chunks if "10.4.2 石灰与氮肥施用应间隔 2 周以上" in c.text)
+    other = next(c for c in chunks if c.docid not in (soil.docid, regulation.docid) and "采收" in c.text)
+    assert soil.docid != regulation.docid
+    text = f"{EXTRACTIVE_HEADER}\n石灰与氮肥施用应间隔 2 周以上。[{soil.id}]"
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    hits = [Hit(soil, 3.0), Hit(other, 2.0), Hit(regulation, 1.0)]
+    cited_text, cited = cite_sisters(text, [soil.id], hits, tok, stats)
+    assert cited == [soil.id, regulation.id]
+    assert cited_text.endswith(f"[{soil.id}][{regulation.id}]")
+    lower = [Hit(soil, 3.0), *(Hit(other, 2.0) for _ in range(SISTER_RANKS - 1)), Hit(regulation, 1.0)]
+    assert cite_sisters(text, [soil.id], lower, tok, stats) == (text, [soil.id])
+    assert cite_sisters(text, [soil.id], [Hit(soil, 3.0), Hit(other, 2.0)], tok, stats) == (text, [soil.id])
