@@ -366,21 +366,21 @@ def cite_sisters(text: str, cited: Sequence[str], hits: Sequence[Hit], tokenizer
     tagged with their part of speech instead of cut for search: 0.004). Returns (text, cited ids)."""
     docs = {cid.partition("#")[0] for cid in cited}
     sisters = [h for h in hits[:SISTER_RANKS] if h.chunk.id not in cited and h.chunk.docid not in docs]
-    lines = {cid: body for body, cid in _CITED_LINE.findall(text)} if sisters else {}
-    if not cited or cited[0] not in lines:
+    line = dict((cid, body) for body, cid in _CITED_LINE.findall(text)).get(cited[0]) if cited and sisters else None
+    if line is None:
         return text, list(cited)
-    line = lines[cited[0]].replace(EXTRACTIVE_HEADER, "")
-    weights = {w: math.log(1 / stats.share(w)) for w in tokenizer.words(line)  # search mode: long words and their parts
-               if len(w) >= 2 and not w.isascii() and stats.known(w) and stats.share(w) <= _SPECIFIC_SHARE}
+    weights: dict[str, float] = {}  # the words as BM25 cuts them for search: long words and their parts
+    for word in tokenizer.words(line.replace(EXTRACTIVE_HEADER, "")):
+        share = stats.share(word)
+        if len(word) >= 2 and not word.isascii() and 0.0 < share <= _SPECIFIC_SHARE:
+            weights[word] = math.log(1 / share)
     total = sum(weights.values())
-    if not total:
-        return text, list(cited)
 
-    def share(hit: Hit) -> float:
+    def held(hit: Hit) -> float:
         return sum(w for word, w in weights.items() if word in hit.chunk.text) / total
 
-    best = max(sisters, key=share)
-    if share(best) < SISTER_SHARE:
+    best = max(sisters, key=held) if total else None
+    if best is None or held(best) < SISTER_SHARE:
         return text, list(cited)
     first = f"[{cited[0]}]"
     return text.replace(first, f"{first}[{best.chunk.id}]", 1), [cited[0], best.chunk.id, *cited[1:]]

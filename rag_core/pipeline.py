@@ -233,34 +233,28 @@ class Engine:
         the reply's passage (`chunk`) joins the evidence at SAID_AT (its own score the passage's it displaces, so the
         margin the citations are chosen by stays the follow-up's), after the follow-up's own two best. At rank 2 it was
         cited too often where the follow-up asked something else (follow-up F1 over 325: 0.391 against 0.394)."""
-        evidence = list(result.evidence)
-        if chunk is None or len(evidence) < SAID_AT or any(h.chunk.id == chunk.id for h in evidence[:SAID_AT]):
+        if chunk is None or len(result.evidence) < SAID_AT:
             return result
-        rest = [h for h in evidence if h.chunk.id != chunk.id]
-        rest.insert(SAID_AT - 1, Hit(chunk, evidence[SAID_AT - 1].score, {}))
-        return replace(result, evidence=tuple(rest[: len(evidence)]))
+        return replace(result, evidence=_joined(result.evidence, chunk, SAID_AT, unless_within=SAID_AT))
 
     def _with_next_step(self, question: str, evidence: Sequence[Hit], said: Chunk | None) -> tuple[Hit, ...]:
         """A follow-up that asks a process's next step (发酵好了以后呢, 热起来以后接下来要咋个弄) is answered where the
         manual goes on: the passage right after the one the last reply stood on joins the evidence at NEXT_STEP_AT
         when it is not in the first five (over 153 such gold follow-ups, Hit@5 0.712 -> 0.745; the ranker above keeps
         the first places, which a next step's own words often find)."""
-        if said is None or not evidence or not asks_next_step(question) or said.id not in self.index.position:
-            return tuple(evidence)
-        at, chunks = self.index.position[said.id] + 1, self.index.chunks
-        if at >= len(chunks) or chunks[at].docid != said.docid or any(h.chunk.id == chunks[at].id for h in evidence[:5]):
-            return tuple(evidence)
-        rank = min(NEXT_STEP_AT, len(evidence)) - 1  # its score the passage's it displaces, as the reply's (_with_said)
-        rest = [h for h in evidence if h.chunk.id != chunks[at].id]
-        rest.insert(rank, Hit(chunks[at], evidence[rank].score, {}))
-        return tuple(rest[: len(evidence)])
+        after = self._neighbour(said, 1) if evidence and asks_next_step(question) else None
+        return tuple(evidence) if after is None else _joined(evidence, after, NEXT_STEP_AT, unless_within=5)
+
+    def _neighbour(self, chunk: Chunk | None, step: int) -> Chunk | None:
+        """The passage `step` places after `chunk` (before it, for a negative step) in its document, or None."""
+        if chunk is None or chunk.id not in self.index.position:
+            return None
+        at, chunks = self.index.position[chunk.id] + step, self.index.chunks
+        return chunks[at] if 0 <= at < len(chunks) and chunks[at].docid == chunk.docid else None
 
     def _beside(self, chunk: Chunk | None) -> tuple[Chunk, ...]:
         """The passages right before and after `chunk` in its document."""
-        if chunk is None or chunk.id not in self.index.position:
-            return ()
-        at, chunks = self.index.position[chunk.id], self.index.chunks
-        return tuple(chunks[i] for i in (at - 1, at + 1) if 0 <= i < len(chunks) and chunks[i].docid == chunk.docid)
+        return tuple(c for c in (self._neighbour(chunk, -1), self._neighbour(chunk, 1)) if c is not None)
 
     def _said(self, question: str, history: Sequence[Turn], options: Options) -> Chunk | None:
         """The passage the last reply stood on: its first citation, or the first that states the kind of figure the
@@ -380,6 +374,18 @@ class Engine:
             top = [h.chunk.id for h in hits[:2]]
             return backfill(checked.text, top), top
         return checked.text, list(checked.cited)
+
+
+def _joined(evidence: Sequence[Hit], chunk: Chunk, rank: int, unless_within: int) -> tuple[Hit, ...]:
+    """`chunk` joins the evidence at `rank` (1-based; the last place of a shorter list) unless it already stands among
+    the first `unless_within`. Its score is the passage's it displaces, so the margin the citations are chosen by stays
+    the question's own; the evidence keeps its length."""
+    if any(h.chunk.id == chunk.id for h in evidence[:unless_within]):
+        return tuple(evidence)
+    at = min(rank, len(evidence)) - 1
+    rest = [h for h in evidence if h.chunk.id != chunk.id]
+    rest.insert(at, Hit(chunk, evidence[at].score, {}))
+    return tuple(rest[: len(evidence)])
 
 
 def lead_passages(retrieval: Retrieval) -> int:
