@@ -337,12 +337,44 @@ def extractive_answer(
         if extra is not None and used + len(extra.text) <= budget * 1.5:
             chosen.append(extra)
             sources.append(extra.hit_rank)
+    # A lead-in ("咖啡园喷施杀菌剂时应做到：") says nothing without its list: its items follow it, in order, as far as
+    # the answer has room (the first always), unless one already does; a lead-in whose list is not in its passage goes.
+    numbered: dict[tuple[int, int], int] = {}  # (rank, start) of a list item's sentence shown → its place in the list
+    for c in [c for c in chosen if c.text.endswith(_OPENS_LIST)]:
+        items = _list_after(hits[c.hit_rank].chunk, c.start)
+        shown = {o.start for o in chosen if o.hit_rank == c.hit_rank}
+        if not items:
+            if len(shown) > 1:
+                chosen.remove(c)
+            continue
+        if not any(start in shown for start, _, _ in items):
+            for n, (start, sent, _) in enumerate(items):
+                if n and used + len(sent) > budget * 1.5:
+                    break
+                chosen.append(_Sentence(c.hit_rank, start, sent, 0.0))
+                used += len(sent)
+        numbered.update({(c.hit_rank, start): place for start, _, place in items})
     lines = []
     for rank in sources:
         group = sorted((c for c in chosen if c.hit_rank == rank), key=lambda c: c.start)
-        # a table's rows read one to a line, as on the page; prose runs on
-        body = "".join(("\n" if i and row(c) else "") + _end_sentence(c.text) for i, c in enumerate(group))
-        lines.append(f"{body}[{hits[rank].chunk.id}]")
+        # a table's rows read one to a line, as on the page, and so do a list's items after their lead-in; prose runs on
+        pieces = []
+        in_list = False  # the last piece was an item of a numbered list: what follows it starts a line
+        for i, c in enumerate(group):
+            follows = i + 1 < len(group) and (rank, group[i + 1].start) in numbered
+            if i and (rank, c.start) in numbered:
+                marked = bool(_LEAD.match(c.text))  # a numbered line; else the item's next sentence or wrapped prose
+                in_list = in_list or marked
+                item = _LEAD.sub("", c.text).rstrip("；;，,")
+                if item[-1:] not in FULL_STOP:
+                    item += "；" if follows else "。"
+                pieces.append(f"\n{_item_mark(numbered[rank, c.start])}{item}" if marked else item)
+            elif follows and c.text.endswith(_OPENS_LIST):
+                pieces.append(("\n" if i else "") + _LEAD.sub("", c.text).rstrip("：: ") + "：")
+            else:
+                pieces.append(("\n" if i and (row(c) or in_list) else "") + _end_sentence(c.text))
+                in_list = False
+        lines.append(f"{''.join(pieces)}[{hits[rank].chunk.id}]")
     bullets = lines[0] if len(lines) == 1 else "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
     gap = NO_NUMBER if _QUANTITY_ASK.search(question) and not any(_NUMBER.search(c.text) for c in chosen) else ""
     return f"{EXTRACTIVE_HEADER}\n{bullets}{gap}", [hits[r].chunk.id for r in sources]
@@ -505,6 +537,43 @@ def _append_openings(hits: list[Hit], chunks: Sequence[Chunk], docid: str, wante
 _QUANTITY_ASK = re.compile(r"多少|几[代次年月天周个棵株斤克倍遍度米成]|多久|多长|多大|多高|多深|多宽|多厚|多远|多浓")
 _NUMBER = re.compile(r"[0-9０-９一二两三四五六七八九十百千万半]")
 NO_NUMBER = "\n（知识库里没有找到这个问题要的具体数字，以上是最相关的内容，仅供参考。）"
+
+
+_OPENS_LIST = ("：", ":")  # a sentence that ends so opens the list of the lines after it
+
+
+def _list_after(chunk: Chunk, start: int) -> list[tuple[int, str, int]]:
+    """The items of the list that the lead-in sentence at `start` of the passage opens, as (start, sentence, place in
+    the list): the numbered or bulleted lines after it (an item's further sentences on its line share its place), or,
+    when the next line has no mark (a PDF's wrapped prose), the lines up to the first full stop. Never a heading, a
+    table (whose rows read on their own) or the next lead-in."""
+    text = chunk.text
+    after = [(s, e) for s, e in sentence_spans(text, ends=FULL_STOP) if s > start]
+    marked = bool(after) and bool(_LEAD.match(text[after[0][0]:after[0][1]]))
+    items: list[tuple[int, str, int]] = []
+    place = 0
+    for s, e in after:
+        sent = text[s:e].strip()
+        same_line = bool(items) and not text[:s].endswith("\n")
+        if (sent.startswith("|") or _is_heading(sent, chunk.section) or sent.endswith(_OPENS_LIST)
+                or (marked and not same_line and not _LEAD.match(sent))):
+            break
+        if not same_line or not marked:
+            place += 1
+        if place > _LIST_ITEMS:
+            break
+        items.append((s, sent, place))
+        if not marked and sent.endswith(tuple(FULL_STOP)):
+            break
+    return items
+
+
+_LIST_ITEMS = 12
+_MARKS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫"
+
+
+def _item_mark(place: int) -> str:
+    return _MARKS[place - 1] if place <= len(_MARKS) else f"（{place}）"
 
 
 _LEAD = re.compile(r"^\s*(?:[-*•]|\d+(?:\.\d+)+\s|\d+[.、）)]|（\d+）|[①-⑩]|答[：:])\s*")

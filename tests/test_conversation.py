@@ -249,6 +249,30 @@ def test_the_rows_of_one_table_are_no_repeats_and_read_one_to_a_line(sample_engi
     assert "每亩株数（约） 370。\n卡蒂姆、萨奇姆等矮秆紧凑型：整形方式 单干（肥地）" in text, text
 
 
+def test_a_lead_in_shows_its_list_one_item_to_a_line(sample_engine):
+    """"咖啡园喷施杀菌剂时应做到：" answers nothing without its list: the items follow it (numbered, one to a line,
+    the last closed with a full stop) as far as the answer has room, the first always; an item's second sentence stays
+    on its line; a PDF's wrapped prose after a lead-in joins it as prose."""
+    from rag_core.generate import extractive_answer
+
+    text = ("咖啡园喷施杀菌剂时应做到：\n1. 按产品标签推荐浓度配药，不随意加大浓度；\n"
+            "2. 叶片正反两面都要喷到，防治锈病尤其要喷湿叶背；\n3. 喷药后 4–6 小时内遇中到大雨，应在天晴后补喷。这样药效才够。\n"
+            "目前在咖啡上取得登记的农药品种有限。")
+    hit = Hit(Chunk("d" * 8, 5, "diseases.md", "病害", "四、咖啡病害化学防治的基本要求", text, 0, len(text)), 1.0)
+    whole, cited = extractive_answer("喷杀菌剂时应做到哪些？", [hit], sample_engine.tokenizer, lead=1)
+    assert cited == [hit.chunk.id]
+    assert ("咖啡园喷施杀菌剂时应做到：\n①按产品标签推荐浓度配药，不随意加大浓度；\n②叶片正反两面都要喷到，防治锈病尤其要喷湿叶背；"
+            "\n③喷药后 4–6 小时内遇中到大雨，应在天晴后补喷。这样药效才够。") in whole, whole
+    assert "做到。" not in whole
+    short, _ = extractive_answer("喷杀菌剂时应做到哪些？", [hit], sample_engine.tokenizer, budget=30, lead=1)
+    assert "应做到：\n①按产品标签推荐浓度配药，不随意加大浓度。[" in short, short  # the first item, whatever the room
+    wrapped = ("一类缺陷及其换算（几粒折合 1 个完整缺陷）：\n全黑豆 1 粒；全酸豆 1 粒；霉变豆 1 粒；\n"
+               "异物 1 个；严重虫蛀豆 5 粒。\n二类缺陷及其换算：\n部分黑豆 3 粒。")
+    pdf = Hit(Chunk("c" * 8, 7, "quality.pdf", "质量", "生豆缺陷", wrapped, 0, len(wrapped)), 1.0)
+    grading, _ = extractive_answer("一类缺陷及其换算是怎样的？", [pdf], sample_engine.tokenizer, lead=1)
+    assert "一类缺陷及其换算（几粒折合 1 个完整缺陷）：全黑豆 1 粒；全酸豆 1 粒；霉变豆 1 粒；异物 1 个；严重虫蛀豆 5 粒。" in grading, grading
+
+
 def test_a_question_about_bearing_trees_is_not_answered_with_the_young_trees_rates(sample_engine):
     """The rates passage gives both stages: a question naming one (成龄) gets its sentences, not the other's
     (定植第 1 年的咖啡幼树…每次每株用尿素约 10 g); a question naming neither, or both, gets whatever answers it."""
