@@ -43,6 +43,18 @@ def engine_for(cfg: Config, chat=None) -> Engine:
     return Engine(cfg, make_tokenizer(cfg), HashingEmbedder(), None, chat)
 
 
+@pytest.fixture(autouse=True)
+def _no_secrets_left_behind():
+    """A test that runs the CLI in this process (`cli_main([...])`) installs the masking of its environment's
+    secrets for the whole process: a key of "k" then masks every k of later tests' logs, whichever tests come next
+    (pytest-xdist changes the order). Each test starts and ends with none."""
+    from bot import logs
+
+    logs.set_secrets(())
+    yield
+    logs.set_secrets(())
+
+
 @pytest.fixture(scope="session")
 def sample_cfg(tmp_path_factory) -> Config:
     """The sample KB, indexed once for the whole session (about 10 s)."""
