@@ -21,11 +21,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/coffeebot serve
 
+# one pytest worker per core, at most 4 (each builds the sample index once); plain `pytest` runs in one process
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 -m "not slow"
 
 index: $(STAMP)
 	$(BIN)/coffeebot index
