@@ -144,9 +144,10 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     ("地址", re.compile(r"(?:中心|公司|市场|局|站|所|厂|店|门市|网点)[^，,。？?]{0,3}(?:在哪|哪里|什么地方|啥地方|地址)"),
      re.compile(r"地址|[路街]\d|\d+号")),
 )
-# 几 that asks how many, not a few: 有几棵, 好几天, 十几年, 我们几户, 说几个名字 (name a few), 举几个例子
-# …unless a question mark follows its unit at once (云南到底有几个？): a few is told, not asked
-_HOW_MANY_JI = r"(?:(?<![有了好这那前头后过十们说讲举列没])(?<!没得)几|(?<=有)几(?=[\u4e00-\u9fff]{1,2}\s*[？?]))"  # 没几个: not many
+# 几 that asks how many, not a few: 有几棵, 好几天, 十几年, 我们几户, 说几个名字 (name a few), 举几个例子, and one of
+# things listed (卡蒂姆跟几棵铁皮卡混起栽: with a few Typica) …unless a question mark follows its unit at once
+# (云南到底有几个？): a few is told, not asked
+_HOW_MANY_JI = r"(?:(?<![有了好这那前头后过十们说讲举列没跟和与同])(?<!没得)几|(?<=有)几(?=[\u4e00-\u9fff]{1,2}\s*[？?]))"  # 没几个: not many
 # A total asked in a unit ("一共多少户", "全省多少吨"): the evidence must hold a number in that unit.
 _TOTAL = re.compile(r"(?:一共|总共|总计|全省|全国|全州|全市|全县|全世界|全球|每年|一年)[^，,。？?]{0,12}(?:多少|好多|"
                     + _HOW_MANY_JI + r")\s*(户|家|人|个人|吨|万吨|公斤|斤|亩|万亩|公顷)|(?:多少|好多|" + _HOW_MANY_JI

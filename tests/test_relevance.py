@@ -1216,6 +1216,14 @@ def test_the_story_told_before_a_question_asks_nothing(sample_engine, hits):
     assert asked_amounts("一亩地施几斤肥。") == [("几斤", "mass")]  # one sentence: what it says is what it asks
 
 
+def test_a_few_of_things_listed_asks_no_count():
+    """几 after 跟/和/与 quantifies one of things listed (卡蒂姆跟几棵铁皮卡混起栽: with a few Typica), as 有几棵 tells a few:
+    the question asks whether to take seed there, no count (round 25's colloquial24, refused for a "具体数字")."""
+    assert asked_amounts("老园子卡蒂姆跟几棵铁皮卡混起栽，打算在这个园子头挑红果子留种，这样要得不？") == []
+    assert asked_amounts("卡蒂姆和几棵铁皮卡混栽的园子能留种不？") == []
+    assert asked_amounts("卡蒂姆混栽的园子一亩栽几棵？") == [("几棵", "plants")]
+
+
 def test_water_run_over_the_plant_is_no_brewing(hits):
     """冲 washes leaves with water as well as it brews a cup: 打了霜拿水冲叶子…咋个冲 asks of the frost (the manual's
     spraying of water), not of the kitchen."""
