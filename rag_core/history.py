@@ -127,6 +127,8 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     # not 有没得它, whose own clause is what it is in);
     # 也是一样, 刚才 and the like compare with the turn before wherever they stand
     before = re.sub(r"[^，,。；;？?！!]*$", "", q[:back.start()]) if back else ""  # the clauses before its own
+    if back and not before and _resolved_within(q, back, tokenizer):
+        before = re.sub(r"[^，,。；;？?！!\s]*$", "", q[:back.start()])  # … typed with spaces for commas
     # a question that says it is another (问个别的，…; 对了，…) and says two words of its own is one, unless it points
     # back: 它, 刚才, a bare 那个 (对了，那个药要打几次？); a demonstrative after 的 is the thing the words before it
     # describe (对了，防天牛刷树干的那个白灰浆咋个配). Next to nothing said (对了，要打几次？ 对了，用量呢？) continues.
@@ -200,6 +202,24 @@ def _pointer_back(q: str, tokenizer: Tokenizer) -> re.Match | None:
     entities = tokenizer.entities(q)
     return next((m for m in _BACK_REFERENCE.finditer(q) if not (_DEMONSTRATIVE.fullmatch(m.group(0)) and (
         any(q[:m.start()].endswith(e) for e in entities) or _MEASURE_BEFORE.search(q[:m.start()])))), None)
+
+
+_SPACED_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff\d])\s+(?=[\u4e00-\u9fff])")
+
+
+def _resolved_within(q: str, back: re.Match, tokenizer: Tokenizer) -> bool:
+    """Whether a demonstrative in a question typed with spaces for commas names what an earlier clause of the question
+    said: its head is a word said before it (拿去杯测打了86分 这个分算哪个档次), or it follows the words it sums up
+    (开花采收这些, 看影子那个办法, 一千多米的那些). 它, and a head the question has not said (也照这个浓度喷), point back."""
+    word = back.group(0)
+    if word == "它" or not _DEMONSTRATIVE.fullmatch(word) or not _SPACED_CLAUSE.search(q[:back.end()]):
+        return False
+    head = next(iter(tokenizer.words(q[back.end():])), "")  # 分 of 这个分算: jieba may join it to the next word
+    if head and any(w in (head, head[:1]) for w in tokenizer.words(q[:back.start()])):
+        return True
+    tagged = tokenizer.tagged(q[:back.start()])
+    last, flag = tagged[-1] if tagged else ("", "")
+    return last == "的" or flag in _NOUN or (flag == "v" and word in ("这些", "那些"))  # 开花采收这些: those things
 
 
 def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:

@@ -40,6 +40,19 @@ def test_a_name_jieba_cuts_in_two_that_the_kb_writes_whole_is_a_topic_of_its_own
     assert classify("要打几次？", sample_engine.tokenizer, stats).kind == "followup"
 
 
+def test_a_demonstrative_for_what_the_question_said_before_a_space_points_nowhere_back(sample_engine):
+    """Growers type a space for a comma. A demonstrative whose head the question said before it (拿去杯测打了86分 这个分),
+    or that sums up the words it follows (开花采收这些, 看影子那个办法), names what the question said; after a cultivar
+    question it is searched as asked (round 25's conv25 read both as follow-ups and carried 萨奇姆, 铁皮卡). 它, and a
+    head the question never said (也照这个浓度喷), still point back."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    for question in ("拿去杯测打了86分 这个分算哪个档次", "800米河谷的园子 开花采收这些要比一般的早好久",
+                     "想估下园子的荫蔽度 用正午看影子那个办法 几点去看合适"):
+        assert classify(question, tok, stats).kind == "new", question
+    for question in ("苗圃头的小苗也长了 也照这个浓度喷？", "植保站喊挂诱捕器监测 里头装哪样来诱它", "要是剪多了 那个位置还长不长"):
+        assert classify(question, tok, stats).kind == "followup", question
+
+
 @pytest.mark.parametrize("question", ["那用什么药？什么时候喷？", "它要打几次？", "这个病会传染吗？", "那老树呢？"])
 def test_an_elliptical_follow_up_carries_the_users_topic(sample_engine, question):
     stats = sample_engine.term_stats
