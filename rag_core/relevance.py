@@ -949,11 +949,15 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     are not growers' words the synonym table maps onto it: 贷款, 茶叶, 星巴克, 吡虫啉 …; also a name jieba broke
     into single characters (啶/虫/脒, 沃/柑) when the joined characters read like a name and the KB lacks them."""
     tagged = tokenizer.tagged(question)
-    out = []
+    out: list[str] = []
+    unseen: list[str] = []  # one character the KB never holds (蛇, 猫): after the words, which say more
     at, before = 0, ""
     for word, flag in tagged:
         at += len(word)
         after_amount, before = before == "m" and word[0] in _UNIT_KIND, flag  # 好多/天才: the unit asked, glued to 才
+        if len(word) < 2 and _unseen_character(word, flag, question[at - 2:at - 1], tokenizer, stats):
+            unseen.append(word)
+            continue
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() \
                 or flag not in _TOPICAL_POS and not (flag == "l" and _MACHINE.search(word)) \
                 or word in tokenizer.stopwords or after_amount:
@@ -972,7 +976,18 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
                 and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
             out.append(run)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out + unseen))
+
+
+def _unseen_character(word: str, flag: str, before: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
+    """A noun of one character that no passage holds anywhere, even inside a word (被蛇咬了, 猫屎咖啡, 奶要热到好多度):
+    the knowledge base can say nothing of it. Everyday Chinese only (a dictionary word), and not counted after a
+    question word, demonstrative or number, where it measures (哪阵 is when, 一阵 a while)."""
+    return (flag == "n" and not stats.known(word) and tokenizer.general_frequency(word) >= MIN_WORD_FREQ
+            and before not in _MEASURED_BY)
+
+
+_MEASURED_BY = tuple("哪这那啥几一每两半")
 
 
 def _of_known_words(word: str, stats: TermStats, tokenizer: Tokenizer) -> bool:

@@ -1216,6 +1216,20 @@ def test_the_story_told_before_a_question_asks_nothing(sample_engine, hits):
     assert asked_amounts("一亩地施几斤肥。") == [("几斤", "mass")]  # one sentence: what it says is what it asks
 
 
+def test_a_one_character_noun_the_kb_never_holds_is_what_is_asked(sample_engine):
+    """蛇, 猫, 奶 are in no passage, even inside a word: a snake bite's first aid, civet coffee and frothing milk are
+    refused for them (round 25's adversarial-oos24 and three read sets answered them from the harvest or the grading
+    passages). A KB character is known (锈 of 锈病), one after a question word or number measures (哪阵 is when), and a
+    longer unknown name is named before it (白粉虱, not 虱)."""
+    tok, stats, corpus = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    snake = "采咖啡的时候被蛇咬了一口 要咋个急救"
+    assert assess(snake, sample_engine.search(snake).evidence, tok, corpus, stats).missing == "蛇"
+    civet = "猫屎咖啡是咋个整出来的 我们这里能不能搞"
+    assert assess(civet, sample_engine.search(civet).evidence, tok, corpus, stats).missing == "猫"
+    assert unknown_words("结果的树一年上几回肥？各是哪阵？", tok, stats) == []
+    assert unknown_words("咖啡叶子背面好多白粉虱，用啥药打？", tok, stats)[0] == "白粉虱"
+
+
 def test_a_few_of_things_listed_asks_no_count():
     """几 after 跟/和/与 quantifies one of things listed (卡蒂姆跟几棵铁皮卡混起栽: with a few Typica), as 有几棵 tells a few:
     the question asks whether to take seed there, no count (round 25's colloquial24, refused for a "具体数字")."""
