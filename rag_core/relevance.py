@@ -228,14 +228,17 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(?P<size>好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(?P<share>比例)|(?P<percent>百分之(?:几|好多|多少))"
                          r"|(?P<ph>pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
+                         # a limit asked in no unit (国家规定不能超过好多): a figure in whatever unit
+                         r"|(?:超过|超出|最多|最高|上限|限量|限值)\s*(?:是|为|有|能有)?\s*(?P<limit>好多|多少)(?=\s*(?:[？?。，,！!]|$))"
                          # a rate (成活率一般有好多, 发芽率能有几成, 成活率有好高): a share, stated in per cent or tenths
                          r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
 # what each kind of ask but an amount in a unit is answered by
 _ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
-               "ph": "ph"}
+               "ph": "ph", "limit": "figure"}
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
+_FIGURES["figure"] = re.compile(r"\d")  # a limit in no unit asked: any number states it
 _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
@@ -320,7 +323,22 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     figures = [_figure_for(question, words, kind) for words, kind in asks]
     if not asks:
         return "具体数字" if _declined_bare(question, hits, tokenizer, stats) else ""
+    if any(kind == "figure" for _, kind in asks) and not _rarest_beside_a_number(question, hits, tokenizer, stats,
+                                                                                 [a for a, _ in asks]):
+        return "具体数字"
     return "具体数字" if _support(question, hits, tokenizer, stats, [a for a, _ in asks], figures) < MIN_AMOUNT_SUPPORT else ""
+
+
+def _rarest_beside_a_number(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats,
+                            asks: Sequence[str]) -> bool:
+    """Whether a sentence of the evidence states a number beside the question's rarest anchor: a limit asked in no
+    unit (赭曲霉毒素…不能超过好多) is the limit of that thing, not a figure of the words around it (生豆, 国家规定)."""
+    anchors = _anchors(question, tokenizer, stats, list(asks))
+    if not anchors:
+        return True
+    _, forms, _ = max(anchors, key=lambda a: a[2])
+    return any(any(f in h.chunk.text[a:b] for f in forms) and _ANY_NUMBER.search(h.chunk.text[a:b])
+               for h in hits for a, b in sentence_spans(h.chunk.text))
 
 
 # How much of a thing, in no unit (各要留好多果胶): asked only where the knowledge base declines the figure for it.

@@ -1230,6 +1230,18 @@ def test_a_one_character_noun_the_kb_never_holds_is_what_is_asked(sample_engine)
     assert unknown_words("咖啡叶子背面好多白粉虱，用啥药打？", tok, stats)[0] == "白粉虱"
 
 
+def test_a_limit_asked_in_no_unit_needs_a_number_beside_what_is_limited(sample_engine):
+    """超过好多, 最多好多 with no unit asks a limit: the evidence must state a number beside the question's rarest word.
+    The KB names 赭曲霉毒素 as what mould makes but gives no limit for it; figures beside 生豆 or 国家规定 (moisture, the
+    standard's grades) are no answer (three writers asked it, rounds 19, 23 and 25). Moisture's limit it states."""
+    tok, stats, corpus = sample_engine.tokenizer, sample_engine.term_stats, sample_engine.index.corpus_text
+    toxin = "咖啡豆里的赭曲霉毒素，国家标准最高是多少？"
+    assert assess(toxin, sample_engine.search(toxin).evidence, tok, corpus, stats).missing == "具体数字"
+    moisture = "晒干的带壳豆含水率最高是多少？"
+    assert asked_amounts(moisture) == [("最高是多少", "figure")]
+    assert assess(moisture, sample_engine.search(moisture).evidence, tok, corpus, stats).missing == ""
+
+
 def test_a_few_of_things_listed_asks_no_count():
     """几 after 跟/和/与 quantifies one of things listed (卡蒂姆跟几棵铁皮卡混起栽: with a few Typica), as 有几棵 tells a few:
     the question asks whether to take seed there, no count (round 25's colloquial24, refused for a "具体数字")."""
