@@ -22,11 +22,13 @@ run: $(STAMP)
 	$(BIN)/coffeebot serve
 
 # one pytest worker per core, at most 4 (each builds the sample index once); plain `pytest` runs in one process
+PYTEST := $(BIN)/python -m pytest -q -n auto --maxprocesses 4
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 -m "not slow"
+	$(PYTEST) -m "not slow"
 
 index: $(STAMP)
 	$(BIN)/coffeebot index

@@ -368,7 +368,7 @@ def extractive_answer(
                 item = _LEAD.sub("", c.text).rstrip("；;，,")
                 if item[-1:] not in FULL_STOP:
                     item += "；" if follows else "。"
-                pieces.append(f"\n{_item_mark(numbered[rank, c.start])}{item}" if marked else item)
+                pieces.append(f"\n{_MARKS[numbered[rank, c.start] - 1]}{item}" if marked else item)
             elif follows and c.text.endswith(_OPENS_LIST):
                 pieces.append(("\n" if i else "") + _LEAD.sub("", c.text).rstrip("：: ") + "：")
             else:
@@ -568,12 +568,8 @@ def _list_after(chunk: Chunk, start: int) -> list[tuple[int, str, int]]:
     return items
 
 
-_LIST_ITEMS = 12
-_MARKS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫"
-
-
-def _item_mark(place: int) -> str:
-    return _MARKS[place - 1] if place <= len(_MARKS) else f"（{place}）"
+_MARKS = "①②③④⑤⑥⑦⑧⑨⑩⑪⑫"  # a list's items as shown, one to a line
+_LIST_ITEMS = len(_MARKS)  # … and how many of them at most
 
 
 _LEAD = re.compile(r"^\s*(?:[-*•]|\d+(?:\.\d+)+\s|\d+[.、）)]|（\d+）|[①-⑩]|答[：:])\s*")

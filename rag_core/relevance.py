@@ -238,7 +238,8 @@ _ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "l
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
-_FIGURES["figure"] = re.compile(r"\d")  # a limit in no unit asked: any number states it
+_ANY_NUMBER = re.compile(r"\d")
+_FIGURES["figure"] = _ANY_NUMBER  # a limit in no unit asked: any number states it
 _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
@@ -343,7 +344,6 @@ def _rarest_beside_a_number(question: str, hits: Sequence[Hit], tokenizer: Token
 
 # How much of a thing, in no unit (各要留好多果胶): asked only where the knowledge base declines the figure for it.
 _BARE_AMOUNT = re.compile(_NOT_NEGATED + r"(?:好多|多少)(?=[\u4e00-\u9fff])(?!钱|天|年|次|个|倍)")
-_ANY_NUMBER = re.compile(r"\d")
 _CLAUSE_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)*\s*")  # 7.2 of a standard's clause: no figure
 
 
