@@ -389,8 +389,9 @@ _ASKS = re.compile(r"[？?]|吗|呢|咋|怎么|如何|啥|什么|哪样|多少|�
 
 # the reply's opening clause says what the user described is: 这是咖啡褐眼斑病, 多半是旋皮天牛, 听起来是咖啡锈病
 _OPENING_CLAUSE = re.compile(r"^[^，,。；;！!？?]*")
-# … after the user's guess denied (不是锈病，这是咖啡褐眼斑病): the clause after the denial says what it is
-_DENIAL = re.compile(r"^(?:[^，,。；;！!？?\n]*\n)?\s*(?:这|这个|它)?(?:并|应该|多半|可能)?(?:不是|不像)[^，,。；;！!？?]*[，,。；;]\s*")
+# … after the user's guess denied (不是锈病，这是咖啡褐眼斑病): the clause after the denial says what it is; an extractive
+# answer of several passages numbers them (1. 不是锈病，是…)
+_DENIAL = re.compile(r"^(?:[^，,。；;！!？?\n]*\n)?\s*(?:\d+\.\s*)?(?:这|这个|它)?(?:并|应该|多半|可能)?(?:不是|不像)[^，,。；;！!？?]*[，,。；;]\s*")
 
 
 def _diagnosis(reply: str, named: Sequence[str]) -> str:

@@ -831,13 +831,16 @@ def test_the_diagnosis_a_reply_opens_with_leads_whatever_the_description_said(sa
 
 def test_a_reply_that_denies_the_growers_guess_names_the_topic_instead(sample_engine):
     """是锈病不？ guesses; a reply opening 不是锈病，这是咖啡褐眼斑病 corrects it, and "这个病" is the one the reply named
-    (found by round 22's blind wave: the rewrite carried 锈病 and 黄晕 and searched rust). A reply that agrees (对，…)
+    (found by round 22's blind wave: the rewrite carried 锈病 and 黄晕 and searched rust), also as the first of an
+    extractive answer's numbered passages. A reply that agrees (对，…)
     leaves the user's words the topic."""
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     guessed = "叶子上有圆圆的褐斑，中间灰白，外头一圈黄晕，像眼睛一样，是锈病不？"
     question = "这个病在苗圃头咋个防？"
     for reply in ("不是锈病，这是咖啡褐眼斑病，叶背没有橙黄色粉。",
-                  "以下内容摘自知识库：\n不是锈病，这是咖啡褐眼斑病，叶背没有橙黄色粉。[fb82b28b#20]"):
+                  "以下内容摘自知识库：\n不是锈病，这是咖啡褐眼斑病，叶背没有橙黄色粉。[fb82b28b#20]",
+                  # an extractive answer of several passages numbers them (round 26's dev26, with the bot's own reply)
+                  "以下内容摘自知识库：\n1. 不是锈病，是咖啡褐眼斑病，也叫褐斑病。[aad5e67b#8]\n2. 叶片症状：初为褪绿小点。[fb82b28b#20]"):
         rewritten = carry_topic(question, [Turn("user", guessed), Turn("assistant", reply)], tok, 2, stats)
         assert rewritten == f"咖啡褐眼斑病 {question}", rewritten
     agreed = carry_topic(question, [Turn("user", "叶背一层橙黄色的粉，是锈病不？"),
