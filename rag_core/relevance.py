@@ -243,6 +243,7 @@ _FIGURES["figure"] = _ANY_NUMBER  # a limit in no unit asked: any number states 
 _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
+EVERYDAY_VERB_FREQ = 5000  # a verb this common in general Chinese (jieba's dictionary: 放在, 出来) anchors no figure
 ANCHOR_SHARE = 0.1  # a word in more of the passages than this (咖啡, 鲜果) anchors no figure
 MIN_AMOUNT_SUPPORT = 0.3  # of the IDF weight of the question's anchors in the evidence, beside the number
 _ANCHOR_POS = ("n", "nz", "nr", "ns", "nt", "vn", "v")
@@ -781,18 +782,22 @@ def _home(question: str, tokenizer: Tokenizer) -> set[str]:
 
 
 def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
-             asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
+             asked: Sequence[str], everyday: bool = False) -> list[tuple[str, list[str], float]]:
     """The question's topical words a figure would be stated beside, each with the KB words standing for it (itself,
-    and the synonym table's words for a growers' word) and its IDF in the knowledge base."""
+    and the synonym table's words for a growers' word) and its IDF in the knowledge base. Not a verb of everyday
+    Chinese (放在, 出来, 起来: rare in the KB's written style, so of a high IDF, and no figure is of them) unless
+    `everyday`: what the question names in a run of words (价值评估体系) keeps them."""
     keys = [k for k in tokenizer.synonyms if k in question]
     home = _home(question, tokenizer)
     out = {}
     # the words that announce another question (还有个事, 对了) say nothing of what a figure is of
     body = question.strip()[len(new_topic_opening(question)):]
     for word, flag in tokenizer.tagged(body):
+        # a unit (一个钟头出好多升) gives the figure's scale, not what it is of
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
                 or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home \
-                or word in _UNIT_KIND:  # a unit (一个钟头出好多升) gives the figure's scale, not what it is of
+                or word in _UNIT_KIND \
+                or not everyday and flag == "v" and tokenizer.general_frequency(word) >= EVERYDAY_VERB_FREQ:
             continue
         mapped = [t for k in keys if word in k or k in word for t in tokenizer.synonyms[k] if stats.known(t)]
         forms = ([word] if stats.known(word) else []) + mapped
@@ -1234,7 +1239,7 @@ def scoped_out(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: 
     """"<what it names>的细节" when the evidence sentence holding the most of the question's anchors (IDF-weighted,
     the only one to hold that much) is followed by the document's own word that it presents something else; ""
     otherwise."""
-    anchors = _anchors(question, tokenizer, stats, [])
+    anchors = _anchors(question, tokenizer, stats, [], everyday=True)
     best: tuple[float, list[str], int] | None = None
     tied = False
     for h in hits[:top]:
