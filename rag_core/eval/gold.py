@@ -22,10 +22,10 @@ GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
 # questions from many independent writers (5,554 in 70 files, 4,454 answerable; follow-ups and switches rewritten as the
 # pipeline rewrites them). Never CHECK_FILES: dev2.jsonl and the newest round's blind sets are kept for checking.
 GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl", "train-colloquial.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl",
-              *(f"dev{n}.jsonl" for n in range(3, 25)), "colloquial7.jsonl",
-              *(f"colloquial{n}.jsonl" for n in range(9, 24)), *(f"conv{n}.jsonl" for n in range(11, 25)),
-              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 24))))
-CHECK_FILES = ("dev2.jsonl", "dev25.jsonl", "conv25.jsonl", "colloquial24.jsonl", "adversarial-oos24.jsonl")
+              *(f"dev{n}.jsonl" for n in range(3, 26)), "colloquial7.jsonl",
+              *(f"colloquial{n}.jsonl" for n in range(9, 25)), *(f"conv{n}.jsonl" for n in range(11, 26)),
+              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 25))))
+CHECK_FILES = ("dev2.jsonl", "dev26.jsonl", "conv26.jsonl", "colloquial25.jsonl", "adversarial-oos25.jsonl")
 
 
 @dataclass(frozen=True)
