@@ -91,14 +91,17 @@ def _names_topic(term: str, stats: TermStats | None) -> bool:
 
 def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None) -> float:
     """Domain terms count 2 and words specific to a few passages 1; words in most passages, or absent from the
-    knowledge base, name no topic it can search for."""
+    knowledge base, name no topic it can search for, nor do words of grammar: 不是 cut out of 是不是, 还要, 最多 (a
+    conjunction, an adverb) are specific to a few passages of the KB's written style, but only content words (nouns,
+    verbs, adjectives, or words within them) count."""
     joined = [t for t in _joined_terms(question, tokenizer, stats) if t not in tokenizer.lexicon_set]
     entities = set(tokenizer.entities(question)) | set(joined)
+    said = tokenizer.content_words(question)
     strength = 0.0
     for word in dict.fromkeys(_content_words(question, tokenizer) + joined):
         if word in entities:
             strength += 2.0 if _names_topic(word, stats) else 0.0
-        elif stats is not None and stats.specific(word):
+        elif stats is not None and stats.specific(word) and any(word in w for w in said):
             strength += 1.0
     return strength
 
