@@ -1226,7 +1226,7 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
                 and _MEASURE_ASKED.search(question.replace(w, "\0"))]
     if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
         return measured[0]
-    strength = topic_strength(question, tokenizer, stats)
+    strength = topic_strength(question, tokenizer, stats, grammar=True)
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
 
 
