@@ -98,7 +98,7 @@ def topic_strength(question: str, tokenizer: Tokenizer, stats: TermStats | None,
     questions on growers' words were refused, 荒地, 后头, 礼拜)."""
     joined = [t for t in _joined_terms(question, tokenizer, stats) if t not in tokenizer.lexicon_set]
     entities = set(tokenizer.entities(question)) | set(joined)
-    said = tokenizer.content_words(question)
+    said = () if grammar else tokenizer.content_words(question)  # the words that may name a topic
     strength = 0.0
     for word in dict.fromkeys(_content_words(question, tokenizer) + joined):
         if word in entities:

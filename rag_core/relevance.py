@@ -793,7 +793,7 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
     # the words that announce another question (还有个事, 对了) say nothing of what a figure is of
     body = question.strip()[len(new_topic_opening(question)):]
     for word, flag in tokenizer.tagged(body):
-        # a unit (一个钟头出好多升) gives the figure's scale, not what it is of
+        # a unit (一个钟头出好多升) gives the figure's scale, and an everyday verb (放在) no thing: neither is what it is of
         if len(word) < 2 or word.isascii() or flag not in _ANCHOR_POS or word in tokenizer.stopwords \
                 or any(word in a for a in asked) or _MODAL_VERB.fullmatch(word) or word[0] in "了的" or word in home \
                 or word in _UNIT_KIND \
