@@ -259,6 +259,8 @@ _ASKED_OTHER_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^�
                                 r"[^，,。；;！!？?]*[？?]?\s*$")
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
 _A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
+# a count after a done deed (留下来几棵高杆咖啡, 打了几次都不见好, 死了几棵): what happened, told; not asked of the bot
+_DONE = re.compile(r"[\u4e00-\u9fff](?:了|下来|下了)$")
 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
@@ -269,8 +271,9 @@ def asked_amounts(question: str) -> list[tuple[str, str]]:
             # a clause that opens on 几棵, 几次 (or a place: 旁边几棵) counts its subject ("几棵咖啡树长得矮小": a few
             # trees); 几年能结果 asks. What one wants to do (想整几亩, 想种几棵) is a few, no ask, and so is a few more
             # (要不要多买几棵: whether to is asked).
-            and not (m["unit"] and _UNIT_KIND[m["unit"]] in ("count", "plants") and question[:m.start()].rstrip()[-1:]
-                    in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下"))
+            and not (m["unit"] and _UNIT_KIND[m["unit"]] in ("count", "plants")
+                     and (question[:m.start()].rstrip()[-1:] in ("", *_CLAUSE_ENDS, "边", "头", "里", "上", "下")
+                          or _DONE.search(question[:m.start()])))
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])
                                                        or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())
@@ -680,10 +683,14 @@ _SALT = re.compile(r"硫酸|硝酸|磷酸|氯化|碳酸|氢氧化|硼砂|硼酸|
 def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, top: int = 3) -> str:
     """"<chemical>的用量" when the question asks how much of a chemical it names to mix (兑好多, 配多少) and no sentence
     of the best evidence states a dose of it (a ratio, mass or volume that is its own: `_doses`); "" otherwise. The
-    knowledge base names 草甘膦 only to warn where it harms coffee: no dose of it is an answer's."""
-    if not _DOSE_ASKED.search(question):
+    knowledge base names 草甘膦 only to warn where it harms coffee: no dose of it is an answer's. A chemical counts
+    when the sentence that asks the dose names it: 滴灌管头能不能加过磷酸钙？肥水最浓兑好多？ asks whether, then the
+    fertiliser water's strength, no dose of 过磷酸钙."""
+    asking = "".join(question[a:b] for a, b in sentence_spans(question, ends="。！？!?")
+                     if _DOSE_ASKED.search(question[a:b]))
+    if not asking:
         return ""
-    chemicals = [t for t in tokenizer.entities(question) if (_CHEMISTRY.search(t) or _SALT.search(t)) and stats.known(t)]
+    chemicals = [t for t in tokenizer.entities(asking) if (_CHEMISTRY.search(t) or _SALT.search(t)) and stats.known(t)]
     sentences = [h.chunk.text[a:b] for h in hits[:top] for a, b in sentence_spans(h.chunk.text)]
     for chemical in chemicals:
         if not any(_doses(sentence, chemical, figure, tokenizer) for sentence in sentences for figure in _DOSES):
@@ -1226,7 +1233,12 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
                 and _MEASURE_ASKED.search(question.replace(w, "\0"))]
     if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
         return measured[0]
-    strength = topic_strength(question, tokenizer, stats, grammar=True)
+    # a growers' word the synonym table maps onto a topic of the KB (a key of two characters or more: not 药 of
+    # 医药费) names it as the KB's own word would (开荒: 开垦)
+    strength = topic_strength(question, tokenizer, stats, grammar=True) + sum(
+        1.0 for word in tokenizer.content_words(question) if not stats.known(word) and any(
+            len(key) >= 2 and key in word and any(stats.specific(t) for t in targets)
+            for key, targets in tokenizer.synonyms.items()))
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
 
 
