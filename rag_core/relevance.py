@@ -45,7 +45,8 @@ _SCOPE = re.compile(
 )
 # Named things: a pest, disease, pathogen, input or crop the question names by its head character.
 _NAMED = re.compile(r"([\u4e00-\u9fff])(蜘蛛|螨|蚜虫|蚧|蛾|蝇|蓟马|线虫|小蠹|病|瘟|菌|液|灵)")
-_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看说讲")  # 啥子病, 遭病, 查一回病虫, 查病虫, 说病叶率: grammar
+# 啥子病, 遭病, 查一回病虫, 查病虫, 说病叶率: grammar; 又灵, 很灵, 不灵: an adverb before 灵 (works well), no name
+_NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一防治患染传子遭回次遍场趟查看说讲又也都就很太挺最不")
 
 
 # What kind of fact a question asks for, and what evidence answering it must contain. A manual that names the topic
@@ -985,6 +986,11 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
     for word, flag in tagged:
         at += len(word)
         after_amount, before = before == "m" and word[0] in _UNIT_KIND, flag  # 好多/天才: the unit asked, glued to 才
+        if len(word) == 2 and word[0] == "遭":  # the passive glued to what did it (遭蛇 of 遭蛇咬了): the doer
+            (doer, doer_flag), = tokenizer.tagged(word[1])
+            if _unseen_character(doer, doer_flag, word[0], tokenizer, stats):
+                unseen.append(doer)
+                continue
         if len(word) < 2 and _unseen_character(word, flag, question[at - 2:at - 1], tokenizer, stats):
             unseen.append(word)
             continue

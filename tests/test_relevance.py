@@ -134,6 +134,9 @@ def test_growers_everyday_words_for_what_the_kb_names_are_no_unknown_focus(sampl
     # everyday 省事 is no focus (round 27's colloquial26 was refused for it); 药 of 医药费 is a character, no such word
     assert unknown_focus("开荒整新地，放把火烧山省事得很，要不要得？", tok, stats) == ""
     assert unknown_focus("请来摘咖啡的工人从坎子上摔下去了，医药费我要出好多？", tok, stats) != ""
+    # 灵 ends names (多菌灵); after an adverb it says a remedy works (又便宜又灵): round 27's control was refused for 又灵
+    assert unknown_topic("隔壁说打2,4-滴除草又便宜又灵 咖啡地头打得不", sample_engine.index.corpus_text, tok.synonyms, tok) == ""
+    assert unknown_topic("隔壁说打速杀灵除草又便宜 咖啡地头打得不", sample_engine.index.corpus_text, tok.synonyms, tok) != ""
 
 
 def test_another_crops_own_disease_or_fertiliser_is_not_the_manuals_even_beside_coffee(sample_engine):
@@ -1254,6 +1257,9 @@ def test_a_one_character_noun_the_kb_never_holds_is_what_is_asked(sample_engine)
     assert assess(civet, sample_engine.search(civet).evidence, tok, corpus, stats).missing == "猫"
     assert unknown_words("结果的树一年上几回肥？各是哪阵？", tok, stats) == []
     assert unknown_words("咖啡叶子背面好多白粉虱，用啥药打？", tok, stats)[0] == "白粉虱"
+    # the growers' passive 遭 (遭蛇咬了), which jieba glues to the snake, says who did it as 被 does
+    snake_bit = "采咖啡的时候遭蛇咬了一口 要咋个急救"
+    assert assess(snake_bit, sample_engine.search(snake_bit).evidence, tok, corpus, stats).missing == "蛇"
 
 
 def test_a_limit_asked_in_no_unit_needs_a_number_beside_what_is_limited(sample_engine):
