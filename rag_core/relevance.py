@@ -1112,9 +1112,13 @@ def _looks_like_a_name(word: str, flag: str, in_dictionary: bool) -> bool:
 
 
 def unknown_latin_name(question: str, corpus_text: str) -> str:
-    """A Latin-letter name in the question (4C, UTZ, 2WD …) that the knowledge base never writes ("" when none)."""
+    """A Latin-letter name in the question (4C, UTZ, 2WD …) that the knowledge base never writes ("" when none); a
+    measure the KB writes, typed with its value (pH4.7), is no name."""
     lowered = corpus_text.lower()
     for m in _LATIN_NAME.finditer(question.lower()):
+        measure = re.fullmatch(r"([a-z]+)\d+", m.group(0))
+        if measure and re.search(rf"(?<![a-z]){measure.group(1)}(?![a-z])", lowered):
+            continue
         if m.group(0) not in lowered:
             return m.group(0).upper()
     return ""

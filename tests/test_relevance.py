@@ -160,6 +160,10 @@ def test_a_latin_name_the_kb_never_writes(sample_engine):
     corpus = sample_engine.index.corpus_text
     assert unknown_latin_name("GAP认证怎么申请？", corpus) == "GAP"
     assert unknown_latin_name("SCA杯测多少分算精品？", corpus) == ""
+    # a measure the KB writes, typed with its value, is no name (round 27's conv27: 测出来pH4.7 refused for "PH4")
+    assert unknown_latin_name("测出来pH4.7 要撒石灰吧 撒好多", corpus) == ""
+    assert unknown_latin_name("测出来ph5", corpus) == ""
+    assert unknown_latin_name("买个XR4型号的打药机", corpus) == "XR4"
 
 
 def test_what_disease_and_falling_ill_name_no_disease(sample_engine):
