@@ -37,6 +37,8 @@ HEDGE_ALONE = 2  # an ambiguous question ("那…" naming a topic) keeps this ma
 UNSURE_MARGIN = math.log(2)  # learned-ranker score gap under which the second passage is cited too (lead_passages)
 BARE_ALONE = 1  # a follow-up only by naming little ("一月份咖啡园的水该咋个管？": no 它, 那…, …呢) keeps its best one
 NEXT_STEP_AT = 4  # the passage after the reply's joins a next step's evidence at this rank (Engine._with_next_step)
+NEXT_STEP_TOLD = 2  # passages a reply may have gone on past its own (Engine._told), for the next step after them
+TOLD_WORDS = 2  # specific words of a passage, not of the reply's own, that say the reply told it too
 SAID_AT = 3  # the passage the last reply stood on joins a follow-up's evidence at this rank, unless it is above it
 
 
@@ -156,7 +158,7 @@ class Engine:
             return result
         t = time.perf_counter()
         evidence = self._with_next_step(question, model.order(readings, self.index.position, self.tokenizer,
-                                                              self.corpus_stats), readings.said)
+                                                              self.corpus_stats), readings.said, last_reply(history))
         timings = {**result.timings_ms, "converse": (time.perf_counter() - t) * 1000}
         timings["total"] = sum(v for k, v in timings.items() if k != "total")
         return replace(result, evidence=evidence, timings_ms=timings)
@@ -237,13 +239,27 @@ class Engine:
             return result
         return replace(result, evidence=_joined(result.evidence, chunk, SAID_AT, unless_within=SAID_AT))
 
-    def _with_next_step(self, question: str, evidence: Sequence[Hit], said: Chunk | None) -> tuple[Hit, ...]:
+    def _with_next_step(self, question: str, evidence: Sequence[Hit], said: Chunk | None,
+                        reply: str = "") -> tuple[Hit, ...]:
         """A follow-up that asks a process's next step (发酵好了以后呢, 热起来以后接下来要咋个弄) is answered where the
         manual goes on: the passage right after the one the last reply stood on joins the evidence at NEXT_STEP_AT
         when it is not in the first five (over 153 such gold follow-ups, Hit@5 0.712 -> 0.745; the ranker above keeps
         the first places, which a next step's own words often find)."""
         after = self._neighbour(said, 1) if evidence and asks_next_step(question) else None
+        # a reply that went on past its passage (发酵 12～36 h, then the hand test of its end, the next section's) has
+        # told that step too: the next one is after it
+        for _ in range(NEXT_STEP_TOLD):
+            if after is None or not self._told(reply, said, after):
+                break
+            said, after = after, self._neighbour(after, 1)
         return tuple(evidence) if after is None else _joined(evidence, after, NEXT_STEP_AT, unless_within=5)
+
+    def _told(self, reply: str, said: Chunk, after: Chunk) -> bool:
+        """Whether the reply tells what `after` says beyond `said`: TOLD_WORDS words specific to a few passages that
+        the reply and `after` use and `said` does not (手搓, 沙沙 of the fermentation's end after its duration)."""
+        words = {w for w in self.tokenizer.content_words(plain_reply(reply))
+                 if len(w) >= 2 and self.term_stats.specific(w) and w in after.text and w not in said.text}
+        return len(words) >= TOLD_WORDS
 
     def _neighbour(self, chunk: Chunk | None, step: int) -> Chunk | None:
         """The passage `step` places after `chunk` (before it, for a negative step) in its document, or None."""

@@ -1009,3 +1009,18 @@ def test_a_next_step_asked_finds_where_the_manual_goes_on(sample_engine):
                Turn("assistant", f"以下内容摘自知识库：\n豆表不再滑腻、手感粗糙，搓动时发出“沙沙”声，即为发酵终点。[{end_point.id}]")]
     evidence = [h.chunk.id for h in sample_engine.search("到点了以后，下一步咋个整", history).evidence]
     assert washing.id in evidence[:5], evidence
+
+
+def test_a_next_step_after_a_reply_that_went_on_past_its_passage(sample_engine):
+    """A reply written on how long to ferment that also tells the hand test of its end (the next section's 手搓,
+    沙沙) has told that step: 发酵好了下一步咋个整 asks the one after it, washing (round 27's dev27 found neither)."""
+    chunks = sample_engine.index.chunks
+    end_point = next(c for c in chunks if "发酵终点的判断" in c.text and "手搓法" in c.text)
+    duration = chunks[sample_engine.index.position[end_point.id] - 1]
+    washing = chunks[sample_engine.index.position[end_point.id] + 1]
+    assert duration.docid == end_point.docid == washing.docid and "清洗" in washing.text
+    history = [Turn("user", "第一年自己做水洗，鲜果脱完皮倒进池子里，要泡多久？"),
+               Turn("assistant", f"以下内容摘自知识库：\n{duration.text[:120]}\n接近终点时，用手搓豆表不滑腻、有“沙沙”声就是发酵好了。"
+                                 f"[{duration.id}]")]
+    evidence = [h.chunk.id for h in sample_engine.search("发酵好了下一步咋个整", history).evidence]
+    assert washing.id in evidence[:5], evidence
