@@ -987,7 +987,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         at += len(word)
         after_amount, before = before == "m" and word[0] in _UNIT_KIND, flag  # 好多/天才: the unit asked, glued to 才
         if len(word) == 2 and word[0] == "遭":  # the passive glued to what did it (遭蛇 of 遭蛇咬了): the doer
-            (doer, doer_flag), = tokenizer.tagged(word[1])
+            doer, doer_flag = tokenizer.tagged(word[1])[0]
             if _unseen_character(doer, doer_flag, word[0], tokenizer, stats):
                 unseen.append(doer)
                 continue
