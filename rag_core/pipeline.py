@@ -248,18 +248,23 @@ class Engine:
         after = self._neighbour(said, 1) if evidence and asks_next_step(question) else None
         # a reply that went on past its passage (发酵 12～36 h, then the hand test of its end, the next section's) has
         # told that step too: the next one is after it
+        told = self._specific_words(reply) if after is not None else set()
         for _ in range(NEXT_STEP_TOLD):
-            if after is None or not self._told(reply, said, after):
+            if after is None or not self._told(told, said, after):
                 break
             said, after = after, self._neighbour(after, 1)
         return tuple(evidence) if after is None else _joined(evidence, after, NEXT_STEP_AT, unless_within=5)
 
-    def _told(self, reply: str, said: Chunk, after: Chunk) -> bool:
-        """Whether the reply tells what `after` says beyond `said`: TOLD_WORDS words specific to a few passages that
-        the reply and `after` use and `said` does not (手搓, 沙沙 of the fermentation's end after its duration)."""
-        words = {w for w in self.tokenizer.content_words(plain_reply(reply))
-                 if len(w) >= 2 and self.term_stats.specific(w) and w in after.text and w not in said.text}
-        return len(words) >= TOLD_WORDS
+    def _specific_words(self, reply: str) -> set[str]:
+        """The reply's content words of two characters or more that are specific to a few passages."""
+        return {w for w in self.tokenizer.content_words(plain_reply(reply))
+                if len(w) >= 2 and self.term_stats.specific(w)}
+
+    @staticmethod
+    def _told(words: set[str], said: Chunk, after: Chunk) -> bool:
+        """Whether a reply whose specific `words` these are tells what `after` says beyond `said`: TOLD_WORDS of them
+        that `after` uses and `said` does not (手搓, 沙沙 of the fermentation's end after its duration)."""
+        return sum(1 for w in words if w in after.text and w not in said.text) >= TOLD_WORDS
 
     def _neighbour(self, chunk: Chunk | None, step: int) -> Chunk | None:
         """The passage `step` places after `chunk` (before it, for a negative step) in its document, or None."""

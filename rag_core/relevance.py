@@ -1243,13 +1243,18 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
                 and _MEASURE_ASKED.search(question.replace(w, "\0"))]
     if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
         return measured[0]
-    # a growers' word the synonym table maps onto a topic of the KB (a key of two characters or more: not 药 of
-    # 医药费) names it as the KB's own word would (开荒: 开垦)
-    strength = topic_strength(question, tokenizer, stats, grammar=True) + sum(
-        1.0 for word in tokenizer.content_words(question) if not stats.known(word) and any(
-            len(key) >= 2 and key in word and any(stats.specific(t) for t in targets)
-            for key, targets in tokenizer.synonyms.items()))
+    strength = (topic_strength(question, tokenizer, stats, grammar=True)
+                + len(_growers_topic_words(question, tokenizer, stats)))
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
+
+
+def _growers_topic_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
+    """The question's words the KB does not use that the synonym table maps onto a topic of it (开荒: 开垦): each
+    names that topic as the KB's own word would. A key is a word (two characters or more), not the 药 of 医药费."""
+    topical = [key for key, targets in tokenizer.synonyms.items()
+               if len(key) >= 2 and any(stats.specific(t) for t in targets)]
+    return [word for word in tokenizer.content_words(question)
+            if not stats.known(word) and any(key in word for key in topical)]
 
 
 # The document says it presents something else (本文介绍的是…, 本文件不涉及…) right after naming what the question asks
