@@ -349,6 +349,13 @@ def test_how_long_is_answered_in_words_too(sample_engine):
     assert unanchored_amount("鲜果采回来多久要脱皮？", _passages("脱皮机要调好间隙。"), tok, stats) == "具体数字"
 
 
+def test_the_diseases_second_name_finds_its_chapter(sample_engine):
+    """褐斑病 is the KB's own second name for 褐眼斑病 (咖啡褐眼斑病又叫褐斑病): 褐斑病打啥药 (round 27's colloquial26) found
+    only the general spraying rules, none of the disease's passages, and was refused."""
+    evidence = sample_engine.search("褐斑病打啥药").evidence
+    assert "褐眼斑病" in evidence[0].chunk.section, [h.chunk.section for h in evidence]
+
+
 def test_a_growers_word_anchors_through_the_synonym_table(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     rust = _passages("云南的咖啡锈病在雨季开始后逐步加重，9–12 月是发病高峰。")
