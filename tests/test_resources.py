@@ -122,6 +122,17 @@ def test_lexicon_is_large_parseable_and_unique(lexicon):
         assert word == word.lower(), f"{word}: rag_core.lexical lower-cases text before segmenting"
 
 
+def test_the_lexicons_names_are_names_not_common_nouns():
+    """Tag nz marks what a figure must be stated of by name (Tokenizer.names: cultivars, pests, diseases,
+    agrochemicals); a plant part, a symptom or a trace (母树, 病叶, 天敌, 品系, 虫粪) is a common noun (n): 12月份从母树上采
+    的种子…能放多久再播 held the seed-storage figure to 母树 and was refused (round 27's dev27)."""
+    from rag_core.lexical import Tokenizer
+
+    names = Tokenizer().names
+    assert {"萨奇姆", "咖啡锈病", "三唑酮", "咖啡果小蠹", "叶斑"} <= names
+    assert not {"母树", "实生苗", "病叶", "天敌", "品系", "虫粪", "病斑", "安全间隔期"} & names
+
+
 def test_every_lexicon_term_occurs_in_the_knowledge_base(lexicon, kb_text):
     missing = [w for w, _, _ in lexicon if w.lower() not in kb_text]
     assert not missing, f"not in kb/: {missing}"
