@@ -189,11 +189,11 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
 # 零下几度" is not answered by the frost sentence's −2 °C for coffee, nor "旋皮天牛成虫好长" by the other beetle's length.
 _KINDS = {"mass": _MASS + "|mg|两", "trace": "μg|µg|微克|ppb",  # a contaminant's limit: no kilogram states it
           "volume": _VOLUME + "|方|立方", "length": _LENGTH + "|km|米|公分|寸|尺",
-          # seasons count years too (至少 3 个收获季 answers 要看几年)
-          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季"
+          # seasons count years too (至少 3 个收获季 answers 要看几年); a standard writes minutes as min (静置 3～5 min)
+          "temperature": _TEMPERATURE, "time": "h(?![a-z])|d(?![a-z])|min(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|月|年|个?[\u4e00-\u9fff]{0,2}季"
                   "|世纪|年代",  # 好久种下的: 十九世纪末 says when
           # days or hours asked (几天, 好多个小时) are a span, which a month of the year (成虫 4–6 月出来) does not state
-          "days": "h(?![a-z])|d(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
+          "days": "h(?![a-z])|d(?![a-z])|min(?![a-z])|小时|个钟头|分钟|天|日|周|星期|礼拜|个月|年",
           # minutes or hours asked (泡几分钟, 要泡几个钟头): a figure on that scale, not the weeks of another wait
           "minutes": "秒|分钟|min|s(?![a-z])|小时|h(?![a-z])", "hours": "分钟|min|小时|h(?![a-z])|个钟头|天|d(?![a-z])|昼夜",
           "area": "亩|公顷|hm|m²|平方", "count": "次|遍|回|道|轮", "plants": "株|棵|窝|丛", "grains": "粒|颗",
@@ -581,6 +581,12 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
                     w for w in there if w in text]
 
     named = {ask: names(clause) for ask, clause in own.items()}
+    # a name stands beside the figure in any of the KB's words for it (遮荫树: the KB writes 荫蔽树)
+    spelled = {word: forms for word, forms, _ in _anchors(question, tokenizer, stats, asked)}
+
+    def stands_in(term: str, text: str) -> bool:
+        return any(f in text for f in spelled.get(term, [term]))
+
     # a name another clause of the ask's sentence gives (戊唑醇打了以后，要隔几天才能摘) says what the figure is of
     # too: it must stand in the figure's paragraph (not one an earlier sentence gives: 试种瑰夏，整好多面积？要看几年？)
     sentences = [question[a:b] for a, b in sentence_spans(question, ends="。！？!?")]
@@ -610,7 +616,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         return 0.0
 
     def share(ask: str, sentence: str, around: str, paragraph: str, figure: _Figure) -> float:
-        if named[ask] and not any(term in around for term in named[ask]):
+        if named[ask] and not any(stands_in(term, around) for term in named[ask]):
             return 0.0
         if not all(any(f in sentence or f in paragraph for f in forms) for forms in subjects):
             return 0.0
@@ -619,11 +625,11 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         if chemicals and _REMEDY.search(sentence) and not any(
                 _doses(sentence, c, figure, tokenizer) if figure in _DOSES else c in sentence for c in chemicals):
             return 0.0
-        if named_elsewhere[ask] and not all(term in around for term in named_elsewhere[ask]) and (
+        if named_elsewhere[ask] and not all(stands_in(term, around) for term in named_elsewhere[ask]) and (
                 # each in the paragraph at least, and there not beside a figure of another name (卡蒂姆以 CIFC 7963 等
                 # 品系为主 gives Catimor's line, not Sarchimor's); a chemical named there is what is sprayed, no other
                 # subject (a named chemical's own dose is the test above)
-                not all(term in paragraph for term in named_elsewhere[ask])
+                not all(stands_in(term, paragraph) for term in named_elsewhere[ask])
                 or any(term not in question for term in names(sentence)
                        if term in tokenizer.names and not _REMEDY.search(term))):
             return 0.0
@@ -879,8 +885,10 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
     # ends no name (时候病虫害 has no 候病, 看得到病斑 no 到病)
     opening, at = {}, 0
     word_from, noun_char = {}, set()  # where each word of two characters or more ends: its start; lone noun characters
+    ending = {}  # where each word ends: the word and its tag
     for word, flag in tokenizer.tagged(question) if tokenizer is not None else ():
         opening[at] = len(word)
+        ending[at + len(word)] = (word, flag)
         if len(word) >= 2:
             word_from[at + len(word)] = at
         elif flag in ("ng", "n", "nz", "g") and word not in _NOT_A_NAME:
@@ -891,7 +899,13 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
         # when it is no growers' name the synonym table maps (黄粉病 is 锈病: 黄粉 ends at the head; 毛病 is a key)
         name, at = m.group(0), m.start(1)
         before = question[word_from.get(m.start(2), at):m.start(2)]
-        if (len(m.group(2)) >= 2 and len(before) >= 2 and not _CROP.search(before)
+        if _grammar_before(ending.get(m.start(2)), tokenizer):
+            # the character before the head ends a word of grammar (嫩梢上/蚜虫, 看得到/病): the head stands alone, a
+            # name of its own (蚜虫) or the everyday word (病: the disease told of before)
+            if len(m.group(2)) < 2:
+                continue
+            name, at = m.group(2), m.start(2)
+        elif (len(m.group(2)) >= 2 and len(before) >= 2 and not _CROP.search(before)
                 and tokenizer.general_frequency(before) >= MIN_WORD_FREQ):
             # the character before a name of its own ends a word of everyday Chinese (有点/蚜虫), not a crop (香蕉/线虫)
             # nor a modifier jieba made up (黑枝/小蠹)
@@ -904,6 +918,18 @@ def unknown_topic(question: str, corpus_text: str, synonyms: Mapping[str, Sequen
                 and not any(name in k or question.find(k) + len(k) == m.start(2) for k in keys)):
             return name
     return ""
+
+
+_GRAMMAR_POS = ("f", "p", "d", "u", "r", "c", "m", "q")  # locatives, prepositions, adverbs, particles, pronouns …
+
+
+def _grammar_before(word: tuple[str, str] | None, tokenizer: Tokenizer) -> bool:
+    """Whether a word jieba cut (its text and tag) is grammar, no part of a name after it: a function word, or an
+    everyday verb (得到, not the rare 蔓枯 of 蔓枯病)."""
+    if word is None:
+        return False
+    text, flag = word
+    return flag[:1] in _GRAMMAR_POS or flag.startswith("v") and tokenizer.general_frequency(text) >= EVERYDAY_VERB_FREQ
 
 
 _ASKING = re.compile(r"[？?]|吗|呢|咋|怎|如何|啥|什么|哪|多少|好多|几|有没|能不能|要不要|得不得|行不行|可不可以|要得不")
@@ -1249,12 +1275,12 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
 
 
 def _growers_topic_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
-    """The question's words the KB does not use that the synonym table maps onto a topic of it (开荒: 开垦): each
-    names that topic as the KB's own word would. A key is a word (two characters or more), not the 药 of 医药费."""
-    topical = [key for key, targets in tokenizer.synonyms.items()
-               if len(key) >= 2 and any(stats.specific(t) for t in targets)]
-    return [word for word in tokenizer.content_words(question)
-            if not stats.known(word) and any(key in word for key in topical)]
+    """The growers' words of the question that the KB does not use and the synonym table maps onto a topic of it
+    (开荒: 开垦; 怀着娃, over jieba's 怀着/娃娃: 孕期): each names that topic as the KB's own word would. A key is a word
+    (two characters or more), not the 药 of 医药费; one inside another found (怀娃 of 怀娃娃) is not counted twice."""
+    found = [key for key, targets in tokenizer.synonyms.items()
+             if len(key) >= 2 and key in question and not stats.known(key) and any(stats.specific(t) for t in targets)]
+    return [key for key in found if not any(key != other and key in other for other in found)]
 
 
 # The document says it presents something else (本文介绍的是…, 本文件不涉及…) right after naming what the question asks
