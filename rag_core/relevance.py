@@ -925,11 +925,12 @@ _GRAMMAR_POS = ("f", "p", "d", "u", "r", "c", "m", "q")  # locatives, prepositio
 
 def _grammar_before(word: tuple[str, str] | None, tokenizer: Tokenizer) -> bool:
     """Whether a word jieba cut (its text and tag) is grammar, no part of a name after it: a function word, or an
-    everyday verb (得到, not the rare 蔓枯 of 蔓枯病)."""
+    everyday verb of two characters or more (得到, not the rare 蔓枯 of 蔓枯病 nor the 杀 of 速杀灵)."""
     if word is None:
         return False
     text, flag = word
-    return flag[:1] in _GRAMMAR_POS or flag.startswith("v") and tokenizer.general_frequency(text) >= EVERYDAY_VERB_FREQ
+    return flag[:1] in _GRAMMAR_POS or (flag.startswith("v") and len(text) >= 2
+                                        and tokenizer.general_frequency(text) >= EVERYDAY_VERB_FREQ)
 
 
 _ASKING = re.compile(r"[？?]|吗|呢|咋|怎|如何|啥|什么|哪|多少|好多|几|有没|能不能|要不要|得不得|行不行|可不可以|要得不")
