@@ -1278,7 +1278,7 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
 def _growers_topic_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:
     """The growers' words of the question that the KB does not use and the synonym table maps onto a topic of it
     (开荒: 开垦; 怀着娃, over jieba's 怀着/娃娃: 孕期): each names that topic as the KB's own word would. A key is a word
-    (two characters or more), not the 药 of 医药费; one inside another found (怀娃 of 怀娃娃) is not counted twice."""
+    (two characters or more), not the 药 of 医药费; a key inside a longer key found is that word again, not counted twice."""
     found = [key for key, targets in tokenizer.synonyms.items()
              if len(key) >= 2 and key in question and not stats.known(key) and any(stats.specific(t) for t in targets)]
     return [key for key in found if not any(key != other and key in other for other in found)]
