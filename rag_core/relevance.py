@@ -562,7 +562,8 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     Catimor's yield does not state Geisha's (瑰夏…一亩能收好多斤), nor coffee's −2 °C what 澳洲坚果 withstands. Each
     anchor `subject` matches (a pest: what a chemical is asked for) must stand in the figure's own sentence or
     paragraph."""
-    anchors = _held_anchors(question, hits, tokenizer, stats, asked)
+    every = _anchors(question, tokenizer, stats, asked)
+    anchors = _held(every, hits)
     subjects = [forms for word, forms, _ in anchors if subject is not None and subject.search(word)]
     clauses = _clauses(question)
     own = {ask: next((c for c in clauses if ask in c), question) for ask in asked}  # each ask's own clause
@@ -582,7 +583,7 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     named = {ask: names(clause) for ask, clause in own.items()}
     # a name stands beside the figure in any of the KB's words for it (遮荫树: the KB writes 荫蔽树)
-    spelled = {word: forms for word, forms, _ in _anchors(question, tokenizer, stats, asked)}
+    spelled = {word: forms for word, forms, _ in every}
 
     def stands_in(term: str, text: str) -> bool:
         return any(f in text for f in spelled.get(term, [term]))
@@ -826,9 +827,13 @@ def _anchors(question: str, tokenizer: Tokenizer, stats: TermStats,
 def _held_anchors(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats,
                   asked: Sequence[str]) -> list[tuple[str, list[str], float]]:
     """The question's anchors (`_anchors`) that the evidence, its headings included, uses."""
+    return _held(_anchors(question, tokenizer, stats, asked), hits)
+
+
+def _held(anchors: Sequence[tuple[str, list[str], float]], hits: Sequence[Hit]) -> list[tuple[str, list[str], float]]:
+    """The anchors that the evidence, its headings included, uses."""
     evidence = "".join(h.chunk.section + h.chunk.text for h in hits)
-    return [(word, forms, weight) for word, forms, weight in _anchors(question, tokenizer, stats, asked)
-            if any(f in evidence for f in forms)]
+    return [(word, forms, weight) for word, forms, weight in anchors if any(f in evidence for f in forms)]
 
 
 def _has_number_in(units: str, evidence: str) -> bool:
