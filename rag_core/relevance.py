@@ -214,8 +214,9 @@ _UNIT_KIND = {**dict.fromkeys(("斤", "公斤", "千克", "克", "两", "毫克"
               **dict.fromkeys(("亩", "万亩", "公顷"), "area"), **dict.fromkeys(("次", "遍", "回", "道", "轮"), "count"),
               **dict.fromkeys(("株", "棵", "窝", "丛"), "plants"), **dict.fromkeys(("粒", "颗"), "grains"),
               "代": "generations", "目": "mesh", "个": "items", "倍": "ratio", "成": "ratio", "级": "level", "桶": "buckets",
-              "捆": "bundles"}
-_UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)"}  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
+              "捆": "bundles", "个水": "ratio"}  # 晒到几个水: moisture points, as growers and buyers say (12 个水: 12 %)
+_UNIT_GUARD = {"个": "(?![月钟小])(?<!哪几个)",  # 个 counts things: not 几个月, 几个小时 (times), nor 哪几个 (which)
+               "个水": "(?=分|[才就的了吗嘛呢哦啊，,。？?！!\\s]|$)"}  # moisture points, not 几个水窖 (a count)
 _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          + "|".join(re.escape(u) + _UNIT_GUARD.get(u, "")
                                     for u in sorted(_UNIT_KIND, key=len, reverse=True))
@@ -228,6 +229,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          # the size of a thing made or bought (网眼要选好大的, 支架架好高, 管子要好粗): a length
                          r"|(?:网眼|网孔|孔径|管子|管径|支架|架子)[^，,。？?]{0,6}?(?P<size>好大|多大|好粗|多粗|好宽|多宽|好高|多高)"
                          r"|(?:啥子?|什么|哪样|多少|好多|有没有个?|有没得个?)\s*(?P<share>比例)|(?P<percent>百分之(?:几|好多|多少))"
+                         r"|占\s*(?:到\s*)?(?P<portion>好多|多少)"  # 病叶占好多要打药: a share of the whole
                          r"|(?P<ph>pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
                          # a limit asked in no unit (国家规定不能超过好多): a figure in whatever unit
                          r"|(?:超过|超出|最多|最高|上限|限量|限值)\s*(?:是|为|有|能有)?\s*(?P<limit>好多|多少)(?=\s*(?:[？?。，,！!]|$))"
@@ -235,6 +237,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
 # what each kind of ask but an amount in a unit is answered by
 _ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
+               "portion": "ratio",
                "ph": "ph", "limit": "figure"}
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
@@ -259,7 +262,7 @@ _ASKED_OTHER_AFTER = re.compile(r"[^，,。；;！!？?]*[，,。；;！!\s][^�
                                 r"|有没得|有没有|能不能|可不可以|行不行|要不要|得不得|好不好)"
                                 r"[^，,。；;！!？?]*[？?]?\s*$")
 _WISH = re.compile(r"想[^，,。？?！!；;]{0,3}$")  # 想整几亩, 想养成几个杆杆: a few wanted, no amount asked
-_A_FEW_MORE = re.compile(r"多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked
+_A_FEW_MORE = re.compile(r"(?<![最至顶])多[\u4e00-\u9fff]$")  # 多买几棵, 多灌几回: a few more, whether to is asked (最多打几个钟头: at most)
 # a count after a done deed (留下来几棵高杆咖啡, 打了几次都不见好, 死了几棵): what happened, told; not asked of the bot
 _DONE = re.compile(r"[\u4e00-\u9fff](?:了|下来|下了)$")
 
@@ -594,9 +597,10 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
     named_elsewhere = {ask: [t for t in names(next((s for s in sentences if clause in s), question))
                              if t not in clause and t not in named[ask]] for ask, clause in own.items()}
     chemicals = [t for t in names(question) if _CHEMISTRY.search(t)]
-    if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent, or the evidence
-        # states no figure of a kind asked at all (灭字虎天牛…下好多颗卵, a name the KB spells otherwise: no count of eggs)
-        return 0.0 if any(named.values()) or not all(
+    if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent (in the asking
+        # clause or another of its sentence: 保山那边…，咖啡一般好久开始采), or the evidence states no figure of a kind
+        # asked at all (灭字虎天牛…下好多颗卵, a name the KB spells otherwise: no count of eggs)
+        return 0.0 if any(named.values()) or any(named_elsewhere.values()) or not all(
             any(figure.search(_with_column_units(h.chunk.text)) for h in hits) for figure in figures) else 1.0
     total = sum(weight for _, _, weight in anchors)
     windows = []  # (a sentence, it with its neighbours and heading, its paragraph and heading)

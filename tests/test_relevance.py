@@ -977,6 +977,10 @@ def test_where_a_relative_lives_is_no_anchor_of_the_figure(sample_engine):
     hits = sample_engine.search(asked).evidence  # the harvest dates by altitude, which name no place
     assert unanchored_amount(asked, hits, tok, stats) == ""
     assert unanchored_amount("保山那边1500米的山上，咖啡一般好久开始采？", hits, tok, stats) == "具体数字"
+    # …and so when no passage names the place at all: the place asked of in the clause before must be in the evidence
+    altitude = _passages("海拔 1500 m 左右的咖啡园一般 11 月开始采收。")
+    assert unanchored_amount("保山那边1500米的山上，咖啡一般好久开始采？", altitude, tok, stats) == "具体数字"
+    assert unanchored_amount(asked, altitude, tok, stats) == ""
 
 
 def test_growers_words_for_young_trees_and_multi_stem_pruning_reach_the_kbs(sample_engine):
@@ -1358,3 +1362,16 @@ def test_how_many_there_are_asked_with_a_question_mark_is_an_ask():
     asks how many, which a sentence without a count does not answer."""
     assert asked_amounts("这种病菌的生理小种到底有几个？") == [("几个", "items")]
     assert asked_amounts("坡上有几棵叶子黄了，是缺啥？") == []
+
+
+def test_at_most_and_moisture_points_are_asked_amounts():
+    """最多打几个钟头 asks at most how many hours: 最多 is no "a few more" (多买几棵 is); growers and traders give a
+    bean's moisture in points (晒到 12 个水: 12 %), so 几个水分 asks a share, not a count of things; 占好多 asks a
+    share of a whole."""
+    assert asked_amounts("背起喷雾器打药，一个人一天最多打几个钟头？") == [("几个钟头", "hours")]
+    assert asked_amounts("一塘最多放几棵苗？") == [("几棵", "plants")]
+    assert asked_amounts("要不要多买几棵备起补缺？") == []
+    assert asked_amounts("带壳豆晒到几个水分") == [("几个水", "ratio")]
+    assert asked_amounts("生豆要晒到几个水才好卖？") == [("几个水", "ratio")]
+    assert asked_amounts("一亩地要修几个水窖？") == [("几个", "items")]
+    assert asked_amounts("锈病叶子占好多要打药") == [("占好多", "ratio")]  # a share of the leaves
