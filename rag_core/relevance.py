@@ -322,6 +322,20 @@ def _figure_for(question: str, words: str, kind: str) -> _Figure:
     return _PerTime(_FIGURES[kind]) if rate else _FIGURES[kind]  # (how long within a day is a duration, no rate)
 
 
+def asked_figures(question: str) -> list[_Figure]:
+    """What states each amount the question asks (好多克: a mass; 几个钟头: hours; 一天好多公斤: a mass per day), in the
+    question's order; [] when it asks none."""
+    return [_figure_for(question, words, kind) for words, kind in asked_amounts(question)]
+
+
+def figure_windows(text: str, figure: _Figure) -> list[str]:
+    """Each sentence of a passage that states the figure, with its neighbours (a table's bare figures read with their
+    columns' units, as prose states them)."""
+    text = _with_column_units(text)
+    sentences = [text[a:b] for a, b in sentence_spans(text)]
+    return ["".join(sentences[max(0, i - 1):i + 2]) for i, s in enumerate(sentences) if figure.search(s)]
+
+
 def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
     """"具体数字" when the question asks an amount in a unit and no sentence of the evidence (with its neighbours and
     heading) states a number of that kind beside at least MIN_AMOUNT_SUPPORT of the question's words that the
@@ -329,7 +343,7 @@ def unanchored_amount(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, 
     asks = asked_amounts(question)
     if not hits:
         return ""
-    figures = [_figure_for(question, words, kind) for words, kind in asks]
+    figures = asked_figures(question)
     if not asks:
         return "具体数字" if _declined_bare(question, hits, tokenizer, stats) else ""
     if any(kind == "figure" for _, kind in asks) and not _rarest_beside_a_number(question, hits, tokenizer, stats,

@@ -413,7 +413,9 @@ def test_a_follow_up_stays_with_the_documents_of_the_previous_question(sample_en
     assert result.rewritten_query != "那要打几次？"
     assert result.evidence[0].chunk.docid in previous
     docs = [h.chunk.docid in previous for h in result.evidence]
-    assert docs == sorted(docs, reverse=True)  # those documents first, the rest after, each in ranked order
+    # those documents lead; a passage of another that states the count for the same disease (the IPM regulation's
+    # 9.2: 咖啡锈病…连喷 2–3 次) may come before the chapter's pruning lines (since round 29's figure_words feature)
+    assert docs[:2] == [True, True] and sum(docs) >= 3
 
 
 def test_a_how_many_question_without_a_number_in_the_evidence_says_so(sample_engine):

@@ -141,7 +141,8 @@ def test_unusable_weights_keep_the_pipelines_order(tmp_path, caplog):
 def test_a_follow_up_finds_the_passage_that_answers_it(sample_engine):
     """要沤好久才用得 after the reply on composting coffee pulp (dev-conversations conv-008): the pipeline's own order
     led with the compost section's opening (what pulp is worth) and held no passage that says how long; the
-    conversation ranker brings one (2–3 个月, or the compost steps' 2～3 个月) into the first two."""
+    conversation ranker brings one (2–3 个月, or the compost steps' 2～3 个月) into the first two. (Since round 29 the
+    passage ranker's figure_words feature, 好久 asking a time, brings one into the pipeline's own first two too.)"""
     history = [Turn("user", "今年加工剩下一大堆果皮，我准备自己沤成肥。"),
                Turn("assistant", "果皮含钾多，是好原料。要和干秸秆、畜禽粪一层层堆起来，保持湿度、定期翻堆，沤熟了才能用。")]
     question = "要沤好久才用得？"
@@ -150,7 +151,6 @@ def test_a_follow_up_finds_the_passage_that_answers_it(sample_engine):
     ranked = sample_engine.search(question, history)
     how_long = re.compile(r"2\s*[–～~-]\s*3\s*个月")
     assert any(how_long.search(h.chunk.text) for h in ranked.evidence[:2]), [h.chunk.id for h in ranked.evidence]
-    assert not any(how_long.search(h.chunk.text) for h in own.evidence[:2])
     assert "converse" in ranked.timings_ms and len(ranked.evidence) == len(own.evidence)
     off = dataclasses.replace(sample_engine.cfg.history, har_ranker=False)
     plain = dataclasses.replace(sample_engine, cfg=dataclasses.replace(sample_engine.cfg, history=off))

@@ -304,6 +304,7 @@ def test_the_rankers_training_key_covers_har_and_the_tokenizers_resources():
 
     names = {p.name for p in code_files()}
     assert {"history.py", "synonyms.tsv", "lexicon.txt", "stopwords.txt", "train.py", "features.py"} <= names
+    assert {"relevance.py", "sentences.py"} <= names  # the amounts a question asks (the figure_words feature)
     assert all(p.exists() for p in code_files())
 
 
@@ -335,6 +336,28 @@ def test_faq_passages_are_marked_so_the_ranker_can_weigh_their_register():
                        [faq, manual], stats, None, 60)
     column = FEATURES.index("faq_chunk")
     assert x[:, column].tolist() == [1.0, 0.0]
+
+
+def test_a_passage_stating_the_asked_figure_beside_the_questions_words_is_marked():
+    """一天最多打几个钟头 asks hours: the rule that states 6 h beside 施药/每人每天 answers it; the sprayer's page, which
+    says 喷雾器 but no hours, does not, nor the hours of another matter (晾晒 8 h). A question that asks no amount
+    marks no passage."""
+    from rag_core.lexical import Tokenizer
+    from rag_core.rank.features import Candidate, CorpusStats, feature_matrix, query_terms
+    from rag_core.records import Chunk
+
+    rule = Chunk("d1", 0, "rules.txt", "施药人员", "10 施药人员与个人防护",
+                 "10.3 施药人员应穿长衣长裤。10.4 每人每天施药时间不宜超过 6 h，高温天气应缩短。", 0, 40)
+    sprayer = Chunk("d1", 1, "rules.txt", "施药器械", "9.5 施药器械", "9.5.1 宜使用背负式手动、电动喷雾器，每天施药前检查喷头。", 40, 80)
+    drying = Chunk("d2", 0, "drying.md", "干燥", "摊晒", "晴天每天摊晒 8 h，傍晚收堆。", 0, 20)
+    tok = Tokenizer()
+    stats = CorpusStats(3, {"施药": 2, "喷雾器": 1, "每天": 3, "时间": 1, "摊晒": 1}, 30.0)
+    pool = [Candidate(0, 1 / 62, {"rrf": 2}), Candidate(1, 1 / 61, {"rrf": 1}), Candidate(2, 1 / 63, {"rrf": 3})]
+    column = FEATURES.index("figure_words")
+    x = feature_matrix(query_terms("背起喷雾器施药，每天最多施药几个钟头？", tok, stats), pool, [rule, sprayer, drying], stats, None, 60)
+    assert x[0, column] > x[2, column] > 0.0 and x[1, column] == 0.0
+    x = feature_matrix(query_terms("背起喷雾器施药要注意哪样？", tok, stats), pool, [rule, sprayer, drying], stats, None, 60)
+    assert x[:, column].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_the_same_training_in_another_folder_is_reused_within_the_process(tiny, tmp_path, caplog):

@@ -42,6 +42,7 @@ ABLATIONS = {
     "FAQ question similarity": ("faq",),
     "FAQ passage (its register)": ("faq_chunk",),
     "intent vs passage": tuple(f for f in FEATURES if f.startswith("intent_")),
+    "the asked figure beside the question's words": ("figure_words",),
     "length and document share": ("length", "short", "doc_share"),
     "domain terms (lexicon entities)": ("ent_text", "ent_head"),
     "section and document coverage": ("cov_section", "cov_doc"),

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..lexical import WHAT_TO_DO, Tokenizer, has_cjk
 from ..records import Chunk
+from ..relevance import asked_figures, figure_windows
 
 FEATURES = (
     "rrf",  # fused score, scaled so rank 1 in both channels is 1
@@ -47,6 +48,9 @@ FEATURES = (
     "cov_section",  # IDF-weighted share of the question's content words in the whole section (all its passages)
     "cov_doc",  # … in the whole document
     "faq_chunk",  # the passage is a question and its answer (a "问：" line): FAQ passages share growers' register
+    "figure_words",  # the question asks amounts (几个钟头, 好多克): the IDF-weighted share of its content words that the
+    #                  best sentence stating a figure of each kind asked has beside it (its neighbours); the least of
+    #                  these over the kinds asked; 0 when none is asked or the passage states none
 )
 
 _K1, _B = 1.5, 0.75
@@ -128,6 +132,7 @@ class QueryTerms:
     bigrams: tuple[tuple[str, float], ...]
     intents: frozenset[str]
     entities: tuple[tuple[str, float], ...] = ()  # lexicon terms of the question (synonyms mapped) and their IDF
+    figures: tuple = ()  # what states each amount the question asks (relevance.asked_figures)
 
 
 def query_terms(question: str, tokenizer: Tokenizer, stats: CorpusStats) -> QueryTerms:
@@ -145,6 +150,7 @@ def query_terms(question: str, tokenizer: Tokenizer, stats: CorpusStats) -> Quer
         tuple((b, stats.idf(b)) for b in bigrams),
         intents,
         tuple((e, max(stats.idf(e), 1.0)) for e in entities),
+        tuple(asked_figures(question)),
     )
 
 
@@ -187,6 +193,12 @@ def _window(terms: Sequence[tuple[str, float]], text: str) -> float:
             lo += 1
         best = max(best, got)
     return best / total
+
+
+def _figure_words(q: QueryTerms, text: str) -> float:
+    if not q.figures:
+        return 0.0
+    return min(max((_coverage(q.words, w) for w in figure_windows(text, figure)), default=0.0) for figure in q.figures)
 
 
 def _longest_common_run(question: str, text: str) -> int:
@@ -273,6 +285,7 @@ def feature_matrix(
         f[25] = _coverage(q.words, section_text)
         f[26] = _coverage(q.words, doc_text)
         f[27] = float(bool(_FAQ_LINE.search(chunk.text)))
+        f[28] = _figure_words(q, full)
     for col in (4, 5, 11):  # relative to the best candidate of this question
         top = x[:, col].max()
         if top > 0:

@@ -130,12 +130,14 @@ def corpus_stats(build_dir: Path, index: IndexReader) -> CorpusStats:
 
 def code_files() -> list[Path]:
     """What a trained ranker's behaviour depends on besides the data: its own code, the synonyms, the dialect words
-    e5 reads in Mandarin, HAR (training rewrites labelled follow-ups as the pipeline does) and the tokenizer its
-    BM25 features are counted in, with the lexicon and stopwords that cut its words."""
+    e5 reads in Mandarin, HAR (training rewrites labelled follow-ups as the pipeline does), the tokenizer its
+    BM25 features are counted in, with the lexicon and stopwords that cut its words, and the amounts a question asks
+    with the sentences that state them (relevance, sentences: the figure_words feature)."""
     package = Path(__file__).parents[1]
     resources = package / "resources"
     return sorted(Path(__file__).parent.glob("*.py")) + [resources / name for name in (
-        "synonyms.tsv", "dialect.tsv", "lexicon.txt", "stopwords.txt")] + [package / "history.py", package / "lexical.py"]
+        "synonyms.tsv", "dialect.tsv", "lexicon.txt", "stopwords.txt")] + [package / name for name in (
+        "history.py", "lexical.py", "relevance.py", "sentences.py")]
 
 
 def training_key(index: IndexReader, cfg: Config, embedder: Embedder, paths: Sequence[Path], e5: E5Encoder | None = None) -> str:
