@@ -228,12 +228,15 @@ def extractive_answer(
     second_source_ratio: float = 0.9,
     context: str = "",
     lead: int = 0,
+    states_asked: Callable[[str], bool] | None = None,
 ) -> tuple[str, list[str]]:
     """The most relevant sentences of the top evidence, each group followed by its citation, without repeats and
     within about `budget` characters; `context` is the HAR-rewritten question, whose carried-over terms count
     half. `lead` > 0: the answer is drawn from the first `lead` passages as ranked (each cited, its best sentence
     shown), since the ranker knows better than word overlap which passage answers; 0: from the passages whose
     best sentence scores highest. A second ask or a sibling control section may still add a further passage.
+    `states_asked(sentence)`: whether a sentence states the amount the question asks (relevance.states_asked_amount);
+    such a sentence holds the kind of answer asked (每人每天施药时间不宜超过 6 h, for 一天最多打几个钟头).
     Returns (text, cited ids)."""
     terms = query_terms(question, tokenizer, context)
     asked_kinds = asked_intents(question)
@@ -262,8 +265,9 @@ def extractive_answer(
                 asked = sent
                 continue
             frame = f"{heading}\n{asked}"
+            holds = len(_holds(asked_kinds, sent)) + bool(states_asked is not None and states_asked(sent))
             score = (score_sentence(f"{frame}\n{sent}", terms) + framing + intent_bonus(question, asked)
-                     + ANSWER_WEIGHT * len(_holds(asked_kinds, sent))) * prior
+                     + ANSWER_WEIGHT * holds) * prior
             if score > 0:
                 candidates.append(_Sentence(rank, s, sent, score, _intents(f"{heading}\n{asked}", sent),
                                             _intents(f"{leaf}\n{asked}", sent)))

@@ -240,3 +240,28 @@ def test_a_fact_two_documents_state_is_cited_from_both(sample_engine):
     lower = [Hit(soil, 3.0), *(Hit(other, 2.0) for _ in range(SISTER_RANKS - 1)), Hit(regulation, 1.0)]
     assert cite_sisters(text, [soil.id], lower, tok, stats) == (text, [soil.id])
     assert cite_sisters(text, [soil.id], [Hit(soil, 3.0), Hit(other, 2.0)], tok, stats) == (text, [soil.id])
+
+
+def test_an_answer_to_an_amount_shows_the_sentence_that_states_it(sample_engine):
+    """一天最多打几个钟头 asks hours: the answer shows the rule that states them (每人每天施药时间不宜超过 6 h), not only
+    the spraying lines that share more of the question's words (露水干后至 11:00 前) or another passage's minutes."""
+    answer = sample_engine.answer("背起喷雾器打药，一个人一天最多打几个钟头？")
+    assert answer.covered and "6 h" in answer.text, answer.text
+    assert any("6 h" in c.text for c in answer.citations)
+
+
+def test_a_passage_stating_the_asked_amount_joins_the_lead(sample_engine):
+    """When the passages an answer leads with do not state the amount asked beside the question's words and a later
+    one does, it leads too, right after them; otherwise nothing moves."""
+    from rag_core.records import Chunk, Hit
+
+    def hits(*texts: str) -> list[Hit]:
+        return [Hit(Chunk("0" * 8, i, "x.md", "x", "施药", t, 0, len(t)), 1.0) for i, t in enumerate(texts)]
+
+    question = "背起喷雾器施药，一个人一天最多施药几个钟头？"
+    pool = hits("施药人员应穿长衣长裤，戴口罩和手套。", "宜在上午露水干后施药。", "每人每天施药时间不宜超过 6 h，高温天气应缩短。")
+    moved, lead = sample_engine.figure_lead(question, pool, 1)
+    assert [h.chunk.cid for h in moved] == [0, 2, 1] and lead == 2
+    stated = hits("每人每天施药时间不宜超过 6 h。", "宜在上午露水干后施药。")
+    assert sample_engine.figure_lead(question, stated, 1) == (stated, 1)
+    assert sample_engine.figure_lead("背起喷雾器施药要注意哪样？", pool, 1) == (pool, 1)
