@@ -235,7 +235,7 @@ def extractive_answer(
     half. `lead` > 0: the answer is drawn from the first `lead` passages as ranked (each cited, its best sentence
     shown), since the ranker knows better than word overlap which passage answers; 0: from the passages whose
     best sentence scores highest. A second ask or a sibling control section may still add a further passage.
-    `states_asked(sentence)`: whether a sentence states the amount the question asks (relevance.states_asked_amount);
+    `states_asked(sentence)`: whether a sentence states the amount the question asks (relevance.amount_stated);
     such a sentence holds the kind of answer asked (每人每天施药时间不宜超过 6 h, for 一天最多打几个钟头).
     Returns (text, cited ids)."""
     terms = query_terms(question, tokenizer, context)

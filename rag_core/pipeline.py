@@ -25,7 +25,7 @@ from .rank import conversation
 from .rank.features import CorpusStats
 from .rank.infer import load_stats
 from .records import Answer, Chunk, Hit, Retrieval, Turn
-from .relevance import asked_amounts, assess, states_asked_amount, unanchored_amount
+from .relevance import amount_stated, asked_amounts, assess, states_asked_amount, unanchored_amount
 from .retrieve import Channels, Retriever
 from .termstats import TermStats
 
@@ -362,7 +362,7 @@ class Engine:
                                                lead_passages(retrieval))
                 text, cited = extractive_answer(
                     question, shown, self.tokenizer, self.cfg.llm.answer_chars, context=retrieval.rewritten_query,
-                    lead=lead, states_asked=lambda sentence: states_asked_amount(question, sentence),
+                    lead=lead, states_asked=amount_stated(question),
                 )
                 text, cited = cite_sisters(text, cited, hits, self.tokenizer, self.term_stats)
                 if not cited:

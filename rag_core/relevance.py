@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from .history import new_topic_opening, topic_strength
 from .lexical import WHAT_TO_DO, Tokenizer
@@ -295,8 +295,13 @@ def _kind_asked(ask: re.Match, question: str) -> str:
 
 def states_asked_amount(question: str, text: str) -> bool:
     """Whether `text` states a figure of each kind the question asks (要打几次 → 连喷 2 次); False when it asks none."""
-    asks = asked_amounts(question)
-    return bool(asks) and all(_FIGURES[kind].search(text) for _, kind in asks)
+    return amount_stated(question)(text)
+
+
+def amount_stated(question: str) -> Callable[[str], bool]:
+    """`states_asked_amount` for one question, its asks read once: an extractive answer tests every sentence."""
+    kinds = [kind for _, kind in asked_amounts(question)]
+    return lambda text: bool(kinds) and all(_FIGURES[kind].search(text) for kind in kinds)
 
 
 # An amount asked per day or hour (一个熟手一天能采好多公斤, 微喷头一个钟头出好多升水): a rate, which a sentence states
