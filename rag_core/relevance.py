@@ -54,7 +54,8 @@ _NOT_A_NAME = set("这那啥么哪该此得有生发的了个种是样怎咋一�
 # The asks are the ways Chinese asks for that kind of fact (多少钱, 几个钱, 啥价 …), not the topics of any question set.
 _NOT_NEGATED = r"(?<!没)(?<!没得)(?<!没有)"  # 没得好多钱: not much money, no ask
 _ASK_HOW_MUCH = _NOT_NEGATED + r"(?:多少|好多|几个|几|啥|什么|哪样)"
-_PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|保险|贷款|费用|收购价|卖价|市价|收入|利润)"
+# money (保险 ending its clause is "safe": 多晒几天保险, 咋个放才保险; insurance bought goes on: 上保险一亩要交多少)
+_PRICE_NOUN = r"(?:钱|价格|价钱|价位|单价|工钱|工资|租金|利息|保费|保险(?![，,。？?！!；;\s]|$)|贷款|费用|收购价|卖价|市价|收入|利润)"
 _IN_CLAUSE = r"[^，,。？?；;！!]*?"
 # the date a season or the weather arrives (哪天来, 几号下霜, 什么时候开始下雨; not 什么时候下肥, which is work)
 _DATE_ASK = r"(?:哪天|哪一天|几号|几时|啥时候|啥时|什么时候|好久(?=[^，,。？?]{0,2}?(?:来|到|下|开始|结束)))"  # 好久来: when
@@ -105,6 +106,10 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           r"(?:哪里|哪儿|哪点|哪个(?:苗圃|店|地方|厂|公司|市场|网站|合作社))[^，,。？?]{0,6}?卖(?![钱价])|"
                           r"去哪里买|哪里能买|在哪里可以买|买得到|网上买|怎么买|咋个?买|如何买|联系方式|电话|微信号"),
      re.compile(r"品牌|牌子|型号|公司|厂家|商店|经销|电话|网站|地址|购买渠道")),
+    # how to reach someone (有没有电话, 咋个联系他们, 打哪个电话报告): a number to call, which a manual of growing never prints
+    ("联系电话", re.compile(r"(?:有没有|有没得|给个|留个|哪个|什么|啥子?|哪样)\s*电话|电话(?:号码|是多少|多少)|联系方式|微信号"
+                               r"|手机号|(?:咋个?|怎么|怎样|如何|哪里|去哪)\s*联系"),
+     re.compile(r"\d{3,4}\s*[-－]\s*\d{7,8}|(?<!\d)1[3-9]\d{9}(?!\d)|(?:电话|热线|手机|微信)\s*[：:]\s*\d")),
     # selling online: a shop, a live stream, a platform's checkout (the manual sells to buyers and processors)
     ("网络销售", re.compile(r"直播|电商|网店|淘宝|抖音|快手|拼多多|微店|小黄车|带货|网上卖|线上卖"), None),
     # tax, invoices, contracts and the law: the manual teaches growing and processing, none of them
@@ -1298,9 +1303,24 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
                 and _MEASURE_ASKED.search(question.replace(w, "\0"))]
     if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
         return measured[0]
+    kinds = [w for w in unknown if _kind_of_known(w, tokenizer, stats)]
+    if kinds:  # a kind of a thing the KB knows, named by what it never says (厌氧发酵: its 发酵 is not that one)
+        return kinds[0]
     strength = (topic_strength(question, tokenizer, stats, grammar=True)
                 + len(_growers_topic_words(question, tokenizer, stats)))
     return unknown[0] if strength < UNKNOWN_FOCUS_STRENGTH else ""
+
+
+_REDUPLICATED = re.compile(r"(.)\1(.)\2")  # 枝枝叶叶, 斑斑点点: a grower's way of saying 枝叶, no kind of anything
+
+
+def _kind_of_known(word: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
+    """Whether a dictionary word the KB lacks is a known word of two characters or more (发酵, 保险) qualified by one
+    the KB never uses nor maps (厌氧, 工伤): a kind of the thing the KB has, which is not the kind it describes."""
+    if not tokenizer.general_frequency(word) or _REDUPLICATED.fullmatch(word):
+        return False
+    return any(stats.known(word[i:]) and not stats.known(word[:i]) and not _mapped_by_synonyms(word[:i], tokenizer)
+               for i in range(2, len(word) - 1))
 
 
 def _growers_topic_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list[str]:

@@ -31,8 +31,10 @@ def test_money_asks_in_growers_words_need_a_currency_amount(sample_engine, hits,
 
 
 @pytest.mark.parametrize("question", ["生豆的收购价是按什么定的？", "一亩地一次施几斤尿素？", "卖鲜果之前要挑几遍？",
-                                      "叶片上黄一块绿一块，是缺啥？"])
+                                      "叶片上黄一块绿一块，是缺啥？", "听说咖啡豆晒得越干越好，多晒几天保险，是不是这样？",
+                                      "家头买的农药咋个放才保险？家里有娃娃"])
 def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, question):
+    # (多晒几天保险 and 咋个放才保险: "to be safe", no insurance bought)
     # (an amount in 斤 that this processing evidence does not hold is a missing figure, not a money ask)
     assert missing_fact(question, hits) in ("", "具体数字")
 
@@ -118,6 +120,16 @@ def test_another_crop_is_the_question_when_coffee_is_not_named(sample_engine):
     # (包谷 → 玉米) is still the crop
     assert other_crop("想自己留点种子育苗，一般几月份开始在树上摘种果？", tok, stats) == ""
     assert other_crop("包谷要施好多肥", tok, stats) == "玉米"
+
+
+def test_a_kind_of_a_known_thing_the_kb_never_names_is_the_focus(sample_engine):
+    """厌氧发酵 is a kind of 发酵 the KB never describes (it has no 厌氧): the question is about that kind, however much
+    of 发酵, 密封 and 咖啡 the rest of it knows. 枝枝叶叶 is a grower's way of saying 枝叶, no kind of 叶."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("听说有种厌氧发酵 把咖啡装桶里密封起来发酵 具体咋个整", tok, stats) == "厌氧发酵"
+    assert unknown_focus("采果季请了几个工，出了事要不要买工伤保险", tok, stats) == "工伤保险"
+    assert unknown_focus("采后修剪剪下来的那些枝枝叶叶，能不能就铺在地里头", tok, stats) == ""
+    assert unknown_focus("水洗法的发酵池要密封不？", tok, stats) == ""
 
 
 def test_growers_everyday_words_for_what_the_kb_names_are_no_unknown_focus(sample_engine):
@@ -749,6 +761,17 @@ def test_the_very_year_a_shop_or_another_code_must_be_stated(hits, sample_engine
     lines = _passages("卡蒂姆是卡杜拉与蒂莫尔杂种杂交后选育出的品种群，包括多个品系，云南种植的主要是CIFC 7963等品系。")
     assert unanchored_code("卡蒂姆除了CIFC 7963，云南还种了哪几个品系编号？", lines, tok, stats) == "具体编号"
     assert unanchored_code("云南种的卡蒂姆主要是哪个品系编号？", lines, tok, stats) == ""
+
+
+def test_a_number_to_call_must_be_printed(hits):
+    """有没有电话, 咋个联系他们 ask how to reach someone: a passage naming the buyer (星巴克、雀巢等公司在普洱设收购点)
+    is no phone number. A phone call told (打电话问过植保站) asks nothing of it."""
+    buyers = _passages("星巴克、雀巢等公司在普洱设有收购点，按质论价收购咖啡豆。")
+    for question in ("星巴克雀巢那些大公司在普洱的收购点咋个联系 有没有电话", "星巴克那边收不收我们村的咖啡豆？咋个联系他们",
+                     "发现咖啡果小蠹要打哪个电话报告？"):
+        assert missing_fact(question, buyers) == "联系电话", question
+    assert missing_fact("收购点咋个联系？", _passages("收购点联系电话：0879-2123456。")) == ""
+    assert missing_fact("我打电话问过植保站，说是锈病，咋个治", hits) != "联系电话"
 
 
 def test_a_few_more_asks_no_amount_and_seasons_are_a_time(sample_engine):
