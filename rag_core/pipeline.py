@@ -202,7 +202,8 @@ class Engine:
             if not (kind == "ambiguous" and opens_new(docs, alone) and not asks_next_step(question)):
                 readings = conversation.Readings(question, rewritten, kind, result.evidence, alone.evidence,
                                                  carried.evidence, said, frozenset(docs), self._beside(said),
-                                                 said_cited=bool(cited_ids(last_reply(history))))
+                                                 said_cited=bool(cited_ids(last_reply(history))),
+                                                 reply=last_reply(history))
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings, corrections=corrections), readings

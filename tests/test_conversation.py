@@ -413,9 +413,11 @@ def test_a_follow_up_stays_with_the_documents_of_the_previous_question(sample_en
     assert result.rewritten_query != "那要打几次？"
     assert result.evidence[0].chunk.docid in previous
     docs = [h.chunk.docid in previous for h in result.evidence]
-    # those documents lead; a passage of another that states the count for the same disease (the IPM regulation's
-    # 9.2: 咖啡锈病…连喷 2–3 次) may come before the chapter's pruning lines (since round 29's figure_words feature)
-    assert docs[:2] == [True, True] and sum(docs) >= 3
+    # those documents lead and hold most of the evidence; a passage of another that states the count for the same
+    # disease (the IPM regulation's 9.2: 咖啡锈病…连喷 2–3 次) may come second, before the chapter's other lines (since
+    # round 29's figure_words feature; round 30's retrained rankers put it there)
+    assert docs[0] and sum(docs) >= 3
+    assert all("连喷" in h.chunk.text for h in result.evidence[:2])  # both state how many sprays
 
 
 def test_a_how_many_question_without_a_number_in_the_evidence_says_so(sample_engine):

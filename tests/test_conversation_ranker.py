@@ -68,6 +68,22 @@ def test_a_cited_replys_passage_is_told_from_one_matched_by_a_written_replys_wor
         assert row["d1#2"]["cited_x_said"] == 0 and row["d2#0"]["cited_x_said_document"] == 0
 
 
+def test_what_the_reply_already_said_is_told_from_what_the_question_asks_anew(toy):
+    """The reply repeats its passage (发酵 12～36 小时); a question whose words the reply does not use asks what it did
+    not say: the passage holding those words scores on novel_coverage, and one the reply already says on
+    reply_overlap."""
+    chunks, position, stats, readings, tok = toy
+    told = dataclasses.replace(readings, question="发酵好了豆子还滑腻不？", reply="一般发酵 12～36 小时就好了。")
+    hits, x = conv.feature_rows(told, position, tok, stats)
+    row = {h.chunk.id: dict(zip(conv.FEATURES, x[i])) for i, h in enumerate(hits)}
+    assert row["d1#1"]["reply_overlap"] == 1.0  # 发酵 is all its text has in Chinese, and the reply says it
+    assert row["d1#2"]["reply_overlap"] < 0.5 and row["d2#1"]["reply_overlap"] == 0
+    assert row["d1#2"]["novel_coverage"] > 0  # 滑腻: asked, never said
+    assert row["d1#1"]["novel_coverage"] == 0  # 发酵 is in the reply: no new ask of it
+    hits, x = conv.feature_rows(readings, position, tok, stats)  # no reply text (a refusal, or none kept)
+    assert not x[:, conv.FEATURES.index("reply_overlap")].any()
+
+
 def test_the_passages_beside_the_replys_are_candidates_too(toy):
     """The next step of what the reply said (发酵完了接下来呢) is often the passage after the reply's, which no reading
     may have found."""

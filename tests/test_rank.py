@@ -360,6 +360,25 @@ def test_a_passage_stating_the_asked_figure_beside_the_questions_words_is_marked
     assert x[:, column].tolist() == [0.0, 0.0, 0.0]
 
 
+def test_a_passage_saying_what_follows_is_marked_for_a_question_asking_what_happens_if():
+    """遮得太多会咋样 asks what follows: 荫蔽过度…导致 says it, the shade table's figures do not; a question asking how
+    much shade marks neither."""
+    from rag_core.lexical import Tokenizer
+    from rag_core.rank.features import Candidate, CorpusStats, feature_matrix, query_terms
+    from rag_core.records import Chunk
+
+    risk = Chunk("d1", 0, "shade.md", "荫蔽", "荫蔽过度的风险", "荫蔽过度会导致枝条徒长、结果少，病害加重。", 0, 22)
+    table = Chunk("d1", 1, "shade.md", "荫蔽", "适宜荫蔽度", "卡蒂姆适宜荫蔽度 30%–40%，即透光率 60%–70%。", 22, 50)
+    tok = Tokenizer()
+    stats = CorpusStats(2, {"荫蔽": 2, "荫蔽度": 1}, 25.0)
+    pool = [Candidate(0, 1 / 62, {"rrf": 2}), Candidate(1, 1 / 61, {"rrf": 1})]
+    column = FEATURES.index("intent_consequence")
+    x = feature_matrix(query_terms("要是荫蔽遮得太多了会咋样？", tok, stats), pool, [risk, table], stats, None, 60)
+    assert x[:, column].tolist() == [1.0, 0.0]
+    x = feature_matrix(query_terms("荫蔽度要留好多？", tok, stats), pool, [risk, table], stats, None, 60)
+    assert x[:, column].tolist() == [0.0, 0.0]
+
+
 def test_the_same_training_in_another_folder_is_reused_within_the_process(tiny, tmp_path, caplog):
     # eval and the tests build the same KB in other data folders: the ranker trained once is copied, not retrained
     cfg, tokenizer, _ = tiny

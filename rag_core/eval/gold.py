@@ -22,10 +22,10 @@ GOLD_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "eval"
 # questions from many independent writers (6,974 in 90 files, 5,594 answerable; follow-ups and switches rewritten as the
 # pipeline rewrites them). Never CHECK_FILES: dev2.jsonl and the newest round's blind sets are kept for checking.
 GOLD_FILES = ("dev.jsonl", "dev-multiturn.jsonl", "train-colloquial.jsonl", "dev-conversations.jsonl", "dev-switch.jsonl",
-              *(f"dev{n}.jsonl" for n in range(3, 29)), "colloquial7.jsonl",
-              *(f"colloquial{n}.jsonl" for n in range(9, 28)), *(f"conv{n}.jsonl" for n in range(11, 29)),
-              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 28))))
-CHECK_FILES = ("dev2.jsonl", "dev29.jsonl", "conv29.jsonl", "colloquial28.jsonl", "adversarial-oos28.jsonl")
+              *(f"dev{n}.jsonl" for n in range(3, 30)), "colloquial7.jsonl",
+              *(f"colloquial{n}.jsonl" for n in range(9, 29)), *(f"conv{n}.jsonl" for n in range(11, 30)),
+              *(f"adversarial-oos{n}.jsonl" for n in (2, 3, 4, 5, 6, 7, *range(9, 29))))
+CHECK_FILES = ("dev2.jsonl", "dev30.jsonl", "conv30.jsonl", "colloquial29.jsonl", "adversarial-oos29.jsonl")
 
 
 @dataclass(frozen=True)

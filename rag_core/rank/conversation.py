@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -62,9 +63,11 @@ FEATURES = (
     "ambiguous_x_alone",  # alone_rr of a question HAR could not tell (那… naming a topic)
     "cited_x_said",  # said, where the reply cited it (the bot's own reply, as a user has it, not a gold set's words)
     "cited_x_said_document",  # said_document, where the reply cited its passage
+    "reply_overlap",  # share of the passage's character pairs the last reply already says
+    "novel_coverage",  # IDF share of the question's words the reply does not use, in the passage
 )
 RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "conversation_ranker.json"
-FORMAT = 3
+FORMAT = 4
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
 
@@ -83,6 +86,7 @@ class Readings:
     previous_docs: frozenset[str]
     neighbours: tuple[Chunk, ...] = ()  # the passages right before and after it in its document: candidates too
     said_cited: bool = False  # the reply cited its passage (the bot's own reply), rather than being matched by its words
+    reply: str = ""  # the last reply's text: what the grower has been told already
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,20 @@ def _gap(hits: Sequence[Hit], chunk_id: str) -> float:
     return max((hits[at].score - hits[0].score) / (spread + 1e-6), GAP_FLOOR)
 
 
+_HAN = re.compile(r"[\u4e00-\u9fff]+")
+
+
+def _pairs(text: str) -> frozenset[str]:
+    """The text's pairs of adjacent Chinese characters."""
+    return frozenset(run[i:i + 2] for run in _HAN.findall(text) for i in range(len(run) - 1))
+
+
+def _told(text: str, told: frozenset[str]) -> float:
+    """The share of the text's character pairs among `told` (0 for a text with none)."""
+    pairs = _pairs(text)
+    return len(pairs & told) / len(pairs) if pairs else 0.0
+
+
 def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tokenizer,
                  stats: CorpusStats) -> tuple[list[Hit], np.ndarray]:
     """The readings' distinct passages (the pipeline's order first) and one row of FEATURES each."""
@@ -173,6 +191,8 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
     carried = query_terms(readings.carried_query, tokenizer, stats).words
     said = readings.said
     followup, ambiguous = readings.kind == "followup", readings.kind == "ambiguous"
+    told = _pairs(readings.reply)
+    novel = [(w, idf) for w, idf in own if w not in readings.reply]
     x = np.zeros((len(hits), len(FEATURES)))
     for row, hit in enumerate(hits):
         c, cid = hit.chunk, hit.chunk.id
@@ -190,6 +210,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
             _coverage(own, text), _coverage(carried, text),
             followup * carried_rr, followup * is_said, ambiguous * alone_rr,
             readings.said_cited * is_said, float(readings.said_cited and same_doc),
+            _told(c.text, told), _coverage(novel, text),
         )
     return hits, x
 

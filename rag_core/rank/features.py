@@ -51,6 +51,7 @@ FEATURES = (
     "figure_words",  # the question asks amounts (几个钟头, 好多克): the IDF-weighted share of its content words that the
     #                  best sentence stating a figure of each kind asked has beside it (its neighbours); the least of
     #                  these over the kinds asked; 0 when none is asked or the passage states none
+    "intent_consequence",  # the question asks what happens if (会咋样, 有啥影响), the passage says what follows (否则, 导致)
 )
 
 _K1, _B = 1.5, 0.75
@@ -64,6 +65,8 @@ _Q_INTENT = {
     "reason": re.compile(r"为什么|为啥|咋回事|怎么回事|原因|什么原因|怎么会|为何"),
     "symptom": re.compile(r"什么样|啥样|症状|表现|怎么看|怎么判断|如何判断|怎么认|识别|区别|分辨|看出"),
     "method": re.compile(r"怎么|如何|咋|怎样|方法|步骤|要点"),
+    "consequence": re.compile(r"会(?:咋样|咋个样|怎样|怎么样|哪样)|(?:什么|啥|哪样)(?:影响|后果|坏处|害处)|影响不|有没(?:有|得)影响"
+                              r"|会不会有影响|后果|出(?:啥|什么|哪样)问题|要不要紧|要紧不|不得事|会不会(?:死|坏|烂|减产|伤)"),
 }
 _P_INTENT = {
     "control": re.compile(r"防治|防控|措施|喷施|喷洒|药剂|农药|倍液|处理|清除|剪除|消毒|诱杀|防除"),
@@ -72,6 +75,7 @@ _P_INTENT = {
     "reason": re.compile(r"原因|因为|由于|导致|引起|造成|所致|诱发"),
     "symptom": re.compile(r"症状|表现|病斑|斑点|特征|识别|为害状|危害状|变黄|枯死|出现"),
     "method": re.compile(r"方法|步骤|措施|先|然后|再|要求|做法|技术"),
+    "consequence": re.compile(r"否则|导致|造成|引起|影响|降低|下降|减产|过度|过量|过多|过高|过低|过早|过晚|过迟|后果|不良|受害|反而"),
 }
 _FAQ_LINE = re.compile(r"(?:^|\n)\s*(?:问|Q)[：:](.+)")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
@@ -286,6 +290,7 @@ def feature_matrix(
         f[26] = _coverage(q.words, doc_text)
         f[27] = float(bool(_FAQ_LINE.search(chunk.text)))
         f[28] = _figure_words(q, full)
+        f[29] = float("consequence" in q.intents and bool(_P_INTENT["consequence"].search(full)))
     for col in (4, 5, 11):  # relative to the best candidate of this question
         top = x[:, col].max()
         if top > 0:
