@@ -158,7 +158,7 @@ class Engine:
             return result
         t = time.perf_counter()
         evidence = self._with_next_step(question, model.order(readings, self.index.position, self.tokenizer,
-                                                              self.corpus_stats), readings.said, last_reply(history))
+                                                              self.corpus_stats), readings.said, readings.reply)
         timings = {**result.timings_ms, "converse": (time.perf_counter() - t) * 1000}
         timings["total"] = sum(v for k, v in timings.items() if k != "total")
         return replace(result, evidence=evidence, timings_ms=timings)
@@ -200,10 +200,10 @@ class Engine:
             # a new topic after all: its own order stays; not a next step asked (热起来以后接下来要咋个弄 after the
             # compost heap's heating), which goes on with the conversation's process whatever it finds alone
             if not (kind == "ambiguous" and opens_new(docs, alone) and not asks_next_step(question)):
+                reply = last_reply(history)
                 readings = conversation.Readings(question, rewritten, kind, result.evidence, alone.evidence,
                                                  carried.evidence, said, frozenset(docs), self._beside(said),
-                                                 said_cited=bool(cited_ids(last_reply(history))),
-                                                 reply=last_reply(history))
+                                                 said_cited=bool(cited_ids(reply)), reply=reply)
         timings = {"spell": spell_ms, "rewrite": rewrite_ms, **result.timings_ms}
         timings["total"] = sum(timings.values())
         return replace(result, timings_ms=timings, corrections=corrections), readings

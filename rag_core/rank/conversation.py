@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,7 +37,7 @@ import numpy as np
 from ..eval.gold import GOLD_DIR, GOLD_FILES
 from ..lexical import Tokenizer
 from ..records import REPLIES, Chunk, Hit
-from .features import CorpusStats, _coverage, query_terms
+from .features import CorpusStats, _bigram_set, _coverage, query_terms
 from .model import fit_pairwise
 
 log = logging.getLogger(__name__)
@@ -166,17 +165,9 @@ def _gap(hits: Sequence[Hit], chunk_id: str) -> float:
     return max((hits[at].score - hits[0].score) / (spread + 1e-6), GAP_FLOOR)
 
 
-_HAN = re.compile(r"[\u4e00-\u9fff]+")
-
-
-def _pairs(text: str) -> frozenset[str]:
-    """The text's pairs of adjacent Chinese characters."""
-    return frozenset(run[i:i + 2] for run in _HAN.findall(text) for i in range(len(run) - 1))
-
-
-def _told(text: str, told: frozenset[str]) -> float:
+def _told(text: str, told: set[str]) -> float:
     """The share of the text's character pairs among `told` (0 for a text with none)."""
-    pairs = _pairs(text)
+    pairs = _bigram_set(text)
     return len(pairs & told) / len(pairs) if pairs else 0.0
 
 
@@ -191,7 +182,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
     carried = query_terms(readings.carried_query, tokenizer, stats).words
     said = readings.said
     followup, ambiguous = readings.kind == "followup", readings.kind == "ambiguous"
-    told = _pairs(readings.reply)
+    told = _bigram_set(readings.reply)
     novel = [(w, idf) for w, idf in own if w not in readings.reply]
     x = np.zeros((len(hits), len(FEATURES)))
     for row, hit in enumerate(hits):
