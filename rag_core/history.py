@@ -206,7 +206,16 @@ def _pointer_back(q: str, tokenizer: Tokenizer) -> re.Match | None:
     这种地方: places like ours): neither points back."""
     entities = tokenizer.entities(q)
     return next((m for m in _BACK_REFERENCE.finditer(q) if not (_DEMONSTRATIVE.fullmatch(m.group(0)) and (
-        any(q[:m.start()].endswith(e) for e in entities) or _MEASURE_BEFORE.search(q[:m.start()])))), None)
+        any(q[:m.start()].endswith(e) for e in entities) or _MEASURE_BEFORE.search(q[:m.start()])
+        or _after_place(q[:m.start()], tokenizer)))), None)
+
+
+def _after_place(before: str, tokenizer: Tokenizer) -> bool:
+    """Whether the words before a demonstrative end with a place (苗圃里, 地里, 枝条上): 苗圃里那些小苗 are the seedlings
+    found there, described, not the conversation's."""
+    tagged = tokenizer.tagged(before[-8:]) if before else []
+    return bool(tagged) and (tagged[-1][1] == "s" or (tagged[-1][1] == "f" and len(tagged) > 1
+                                                        and tagged[-2][1][:1] == "n"))
 
 
 _SPACED_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff\d])\s+(?=[\u4e00-\u9fff])")

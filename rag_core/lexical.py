@@ -177,19 +177,24 @@ class Tokenizer:
             tokens.extend(_cjk_bigrams(text))
         return tokens
 
+    @cached_property
+    def _mandarin(self) -> Mandarin:
+        return Mandarin(self._res)
+
+    def synonym_targets(self, text: str) -> list[str]:
+        """The canonical terms of the growers' words in `text`, each key matched in the text as typed or in its Mandarin
+        reading (好远 → 多远 → 距离|间距; 撒好多 → 撒多少 → 用量|每亩): the table's keys are written in Mandarin."""
+        mandarin = self._mandarin(text)
+        return [t for word, targets in self.synonyms.items() if word in text or word in mandarin for t in targets]
+
     def query_tokens(self, text: str) -> list[str]:
         """The BM25 features of a question, with the canonical terms of growers' words appended."""
-        tokens = self.tokens(text)
-        extra: list[str] = []
-        for word, targets in self.synonyms.items():
-            if word in text:
-                for target in targets:
-                    extra.extend(self.tokens(target))
-        return tokens + extra
+        extra = [token for target in self.synonym_targets(text) for token in self.tokens(target)]
+        return self.tokens(text) + extra
 
     def expand(self, text: str) -> str:
         """The question with canonical terms for growers' words appended (for the dense channel and reranker)."""
-        extra = [t for word, targets in self.synonyms.items() if word in text for t in targets if t not in text]
+        extra = [t for t in self.synonym_targets(text) if t not in text]
         return text + (" " + " ".join(dict.fromkeys(extra)) if extra else "")
 
     def entities(self, text: str) -> list[str]:

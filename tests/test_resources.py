@@ -265,3 +265,14 @@ def test_planting_density_as_growers_ask_it_searches_the_spacing_sections():
         assert "种植密度" in tokens or {"种植", "密度"} <= set(tokens), question
         assert "株行距" in tokens, question
     assert "方法" in tok.query_tokens("有没有哪样土办法试一哈？")
+
+
+def test_synonym_keys_fire_on_the_questions_mandarin_reading_too():
+    """The table's keys are Mandarin (多远, 撒多少, 什么药): a grower's 隔好远, 撒好多, 打哪样药 reach the same terms."""
+    from rag_core.lexical import Tokenizer
+
+    tok = Tokenizer()
+    assert "距离" in tok.expand("防风树离咖啡要隔好远？")
+    assert "用量" in tok.synonym_targets("石灰一亩撒好多") and "用量" in tok.synonym_targets("石灰一亩撒多少")
+    assert "化学防治" in tok.query_tokens("锈病要打哪样药")
+    assert "距离" not in tok.expand("防风树离咖啡要隔开")
