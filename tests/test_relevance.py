@@ -1327,6 +1327,13 @@ def test_the_story_told_before_a_question_asks_nothing(sample_engine, hits):
     assert asked_amounts("锈病药打了几次都不见好，咋整") == []
     assert asked_amounts("锈病药一年要打几次") == [("几次", "count")]
     assert asked_amounts("一亩栽几棵合适") == [("几棵", "plants")]
+    # 几 after 那么, 就, 只, 好, 没 is a few (就那么几棵: so few; 好几年: several), no ask (round 31's dev31 was refused
+    # "具体数字" for 园子里就那么几棵有绿蚧，要不要整片园子都打一遍药)
+    assert asked_amounts("园子里就那么几棵有绿蚧，要不要整片园子都打一遍药") == []
+    assert asked_amounts("我家就几亩咖啡，有没得必要加入合作社嘛？") == []
+    assert asked_amounts("截干以后要好几年才结果？") == []
+    assert asked_amounts("一亩就栽这么些，还能多栽几棵不") == []
+    assert asked_amounts("那么一亩地要栽几棵") == [("几棵", "plants")]
 
 
 def test_a_one_character_noun_the_kb_never_holds_is_what_is_asked(sample_engine):
