@@ -213,9 +213,8 @@ def _pointer_back(q: str, tokenizer: Tokenizer) -> re.Match | None:
 def _after_place(before: str, tokenizer: Tokenizer) -> bool:
     """Whether the words before a demonstrative end with a place (苗圃里, 地里, 枝条上): 苗圃里那些小苗 are the seedlings
     found there, described, not the conversation's."""
-    tagged = tokenizer.tagged(before[-8:]) if before else []
-    return bool(tagged) and (tagged[-1][1] == "s" or (tagged[-1][1] == "f" and len(tagged) > 1
-                                                        and tagged[-2][1][:1] == "n"))
+    flags = [flag for _, flag in tokenizer.tagged(before[-8:])] if before else []
+    return flags[-1:] == ["s"] or (len(flags) > 1 and flags[-1] == "f" and flags[-2].startswith("n"))
 
 
 _SPACED_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff\d])\s+(?=[\u4e00-\u9fff])")

@@ -165,7 +165,7 @@ def _gap(hits: Sequence[Hit], chunk_id: str) -> float:
     return max((hits[at].score - hits[0].score) / (spread + 1e-6), GAP_FLOOR)
 
 
-def _told(text: str, told: set[str]) -> float:
+def _share_told(text: str, told: set[str]) -> float:
     """The share of the text's character pairs among `told` (0 for a text with none)."""
     pairs = _bigram_set(text)
     return len(pairs & told) / len(pairs) if pairs else 0.0
@@ -201,7 +201,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
             _coverage(own, text), _coverage(carried, text),
             followup * carried_rr, followup * is_said, ambiguous * alone_rr,
             readings.said_cited * is_said, float(readings.said_cited and same_doc),
-            _told(c.text, told), _coverage(novel, text),
+            _share_told(c.text, told), _coverage(novel, text),
         )
     return hits, x
 
