@@ -184,9 +184,19 @@ def missing_fact(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     if total and not _has_number_in(_UNIT_FORMS[total.group(1) or total.group(2)], evidence):
         return "统计数字"
     amount = _AMOUNT.search(question)
-    if amount and not _has_number_in(_AMOUNT_FORMS[amount.group(1)], evidence):
+    if amount and not _has_number_in(_SHARE if amount.group(1) == "度" and _of_sugar(question)
+                                     else _AMOUNT_FORMS[amount.group(1)], evidence):
         return "具体数字"
     return ""
+
+
+_SHARE = "%|°Bx"
+
+
+def _of_sugar(question: str) -> bool:
+    """Whether a degree the question asks is one of sugar (测糖…好多度, 糖度): a share (°Bx, stated in per cent: 完熟果常见
+    在 18%–24%), no temperature."""
+    return "糖" in question
 
 
 # An amount asked in a unit of some kind (签几年, 隔好久, 打几回, 零下几度, 好多公斤, 一年发几代, 啥子比例) is answered by a number
@@ -292,12 +302,11 @@ def asked_amounts(question: str) -> list[tuple[str, str]]:
 
 
 def _kind_asked(ask: re.Match, question: str) -> str:
-    """The kind of figure an ask is answered by; a degree of sugar (测糖…好多度, 糖度) is a share (°Bx, stated in per
-    cent: 完熟果常见在 18%–24%), no temperature."""
+    """The kind of figure an ask is answered by (a degree of sugar is a share: `_of_sugar`)."""
     if not ask["unit"]:
         return _ASKED_KIND[ask.lastgroup]
     kind = _UNIT_KIND[ask["unit"]]
-    return "ratio" if kind == "temperature" and "糖" in question else kind
+    return "ratio" if kind == "temperature" and _of_sugar(question) else kind
 
 
 def states_asked_amount(question: str, text: str) -> bool:

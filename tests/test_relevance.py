@@ -1279,6 +1279,10 @@ def test_a_crop_that_shades_coffee_and_a_degree_of_sugar(sample_engine):
     assert other_crop("我家杧果树长大了 要是超过一半会咋样", tok, stats) == "杧果"
     assert asked_amounts("买了个测糖的折光仪，完熟的红果一般测出来有好多度？") == [("好多度", "ratio")]
     assert asked_amounts("烘干的时候温度最高好多度？") == [("好多度", "temperature")]
+    # and no fact is missing where the evidence states it in per cent (dev31's d31-030 was refused "具体数字")
+    brix = _passages("有条件的可用折光仪测果汁糖度作参考，完熟果常见在 18%–24% 之间。")
+    assert missing_fact("有人拿个折光仪测咖啡果子的糖度，熟透的红果一般有好多度", brix) == ""
+    assert missing_fact("烘干的时候温度最高好多度？", brix) == "具体数字"
 
 
 def test_a_manual_that_says_follow_the_product_instructions_gives_no_figure(sample_engine):
