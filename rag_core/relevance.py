@@ -78,7 +78,10 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
     ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
                       r"|[\d一二三四五六七八九十百千万两]\s*(?:块钱|毛钱|元(?!素)|块(?=[不吗没呢每]|一[斤公])|毛(?=[不吗没呢每]|一[斤公]))"
-                      r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|便宜|贵|高不高)"
+                      # cheap or dear asks where the clause does not go on (碳铵价钱便宜点，天热的时候用要得不 tells),
+                      # or of which (哪个价格便宜，…)
+                      r"|" + _PRICE_NOUN + _IN_CLAUSE + r"(?:多少|好多|几|高不高|(?:便宜|贵)(?![点些了一多得]{0,3}[，,；;]))"
+                      r"|哪" + _IN_CLAUSE + _PRICE_NOUN + _IN_CLAUSE + r"(?:便宜|贵)"
                       r"|" + _NOT_NEGATED + r"(?:多少|好多|几)" + _IN_CLAUSE + _PRICE_NOUN +
                       r"|(?:多少|好多|几)\s*(?:毛|角|分钱)"
                       # 值钱 asks only in a clause that asks (值不值钱, 赚钱不): 瑰夏那么值钱，能不能大片种 tells, then asks
@@ -248,8 +251,8 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          r"|(?P<ph>pH)\s*值?[^，,。？?\d]{0,6}?(?:好多|多少|几)"  # pH 降到好多: a pH figure
                          # a limit asked in no unit (国家规定不能超过好多): a figure in whatever unit
                          r"|(?:超过|超出|最多|最高|上限|限量|限值)\s*(?:是|为|有|能有)?\s*(?P<limit>好多|多少)(?=\s*(?:[？?。，,！!]|$))"
-                         # a rate (成活率一般有好多, 发芽率能有几成, 成活率有好高): a share, stated in per cent or tenths
-                         r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:一般|大概|大约|通常|能|会|要)?\s*(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
+                         # a rate (成活率一般有好多, 发芽率能有几成, 成活率一般能有几成, 成活率有好高): a share, stated in per cent or tenths
+                         r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:(?:一般|大概|大约|通常|能|会|要|可以)\s*){0,2}(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
 # what each kind of ask but an amount in a unit is answered by
 _ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
                "portion": "ratio",
@@ -258,6 +261,8 @@ _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八�
 _FIGURES = {kind: re.compile(_NOT_ORDINAL + _NUMBER_OF.get(kind, _NUMBER) + "(?:" + units + ")"
                              + ("|" + _SAME_DAY if kind in ("time", "days") else "")) for kind, units in _KINDS.items()}
 _ANY_NUMBER = re.compile(r"\d")
+# plants counted as a share of the plants (按定植株数的 5 %～10 % 准备预备苗 answers 预备苗要多准备好多棵)
+_FIGURES["plants"] = re.compile(_FIGURES["plants"].pattern + r"|(?:株|棵)数的?\s*(?:约\s*)?\d[\d.]*\s*%")
 _FIGURES["figure"] = _ANY_NUMBER  # a limit in no unit asked: any number states it
 _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
 _CLAUSE_ENDS = "，,。？?！!；;：:"
