@@ -84,6 +84,27 @@ def test_what_the_reply_already_said_is_told_from_what_the_question_asks_anew(to
     assert not x[:, conv.FEATURES.index("reply_overlap")].any()
 
 
+def test_a_figure_asked_is_looked_for_in_what_the_reply_did_not_tell(toy):
+    """要晒几天 after a reply that gave the fermentation's hours: the reply's passage states a figure of the kind
+    asked, but in the sentence the reply told (told_figure); the drying passage states it in one it did not
+    (untold_figure), and holds the question's 带壳豆 there (untold_sentence). conv32's follow-ups cited the reply's own
+    passage for 大概好久出得来 and 晒过头了会咋样."""
+    chunks, position, stats, readings, tok = toy
+    said = _chunk("d1", 1, "发酵 12～36 小时。手搓豆子不滑腻即为发酵好了。", "发酵")
+    drying = _chunk("d2", 0, "晒场要干净。带壳豆一般晒 7～10 天，含水率降到 12%。", "干燥")
+    stats = CorpusStats(5, {"发酵": 3, "带壳豆": 1, "晒": 2}, 12.0)
+    asked = dataclasses.replace(readings, question="带壳豆要晒几天？", reply="一般发酵 12～36 小时就好了。", said=said,
+                                result=_hits((said, 3.0), (drying, 2.0)), alone=_hits((drying, 2.0)), carried=_hits((said, 3.0)))
+    hits, x = conv.feature_rows(asked, {said.id: 1, drying.id: 3}, tok, stats)
+    row = {h.chunk.id: dict(zip(conv.FEATURES, x[i])) for i, h in enumerate(hits)}
+    assert row["d1#1"]["told_figure"] == 1 and row["d1#1"]["untold_figure"] == 0
+    assert row["d2#0"]["untold_figure"] == 1 and row["d2#0"]["told_figure"] == 0
+    assert row["d2#0"]["untold_sentence"] > row["d1#1"]["untold_sentence"]
+    plain = dataclasses.replace(asked, question="晒场要咋个弄？")  # no figure asked: neither
+    hits, x = conv.feature_rows(plain, {said.id: 1, drying.id: 3}, tok, stats)
+    assert not x[:, conv.FEATURES.index("untold_figure")].any() and not x[:, conv.FEATURES.index("told_figure")].any()
+
+
 def test_the_passages_beside_the_replys_are_candidates_too(toy):
     """The next step of what the reply said (发酵完了接下来呢) is often the passage after the reply's, which no reading
     may have found."""

@@ -9,8 +9,9 @@ in the question's own words. A linear model over these relations, trained pairwi
 written as growers ask them, picks the order.
 
 Every feature is a rank, a score gap within one reading (relative to its own top-5 spread, so a retrained passage
-ranker does not move it), a relation to the reply's passage or the previous question's documents, or the IDF share of
-the question's words a passage holds: none names a word or a document, so the weights carry over to a knowledge base
+ranker does not move it), a relation to the reply's passage or the previous question's documents, whether a sentence
+the reply has not told states the figure asked, or the IDF share of the question's words a passage (or one untold
+sentence) holds: none names a word or a document, so the weights carry over to a knowledge base
 an admin has changed. The readings' ranks and gaps are the passage ranker's, so there is one model per passage ranker
 (with e5 features and without: each learned its own order); under any other (a cross-encoder, fusion order) the
 pipeline's own order stays. They ship in rag_core/resources/conversation_ranker.json, trained by
@@ -37,6 +38,8 @@ import numpy as np
 from ..eval.gold import GOLD_DIR, GOLD_FILES
 from ..lexical import Tokenizer
 from ..records import REPLIES, Chunk, Hit
+from ..relevance import asked_figures
+from ..sentences import sentence_spans
 from .features import CorpusStats, _bigram_set, _coverage, query_terms
 from .model import fit_pairwise
 
@@ -64,9 +67,12 @@ FEATURES = (
     "cited_x_said_document",  # said_document, where the reply cited its passage
     "reply_overlap",  # share of the passage's character pairs the last reply already says
     "novel_coverage",  # IDF share of the question's words the reply does not use, in the passage
+    "untold_figure",  # the question asks a figure (要晒好久, 翻几回) and a sentence the reply did not tell states it
+    "told_figure",  # … and every sentence of the passage stating it, the reply told already
+    "untold_sentence",  # the most of the question's words one sentence the reply did not tell holds (IDF share)
 )
 RESOURCE = Path(__file__).resolve().parent.parent / "resources" / "conversation_ranker.json"
-FORMAT = 4
+FORMAT = 5
 L2 = 10.0  # leave-one-set-out over 13 conversation sets: 3 ≈ 10 ≈ 30 (follow-up Hit@1 0.458, 0.455, 0.449)
 GAP_FLOOR = -3.0
 
@@ -171,6 +177,20 @@ def _share_told(text: str, told: set[str]) -> float:
     return len(pairs & told) / len(pairs) if pairs else 0.0
 
 
+TOLD_SENTENCE = 0.5  # a sentence whose character pairs the reply says this share of, it has told
+
+
+def _untold(text: str, told: set[str], figures: Sequence, words: Sequence[tuple[str, float]]) -> tuple[float, float, float]:
+    """What of a passage the last reply has not told: whether an untold sentence states every figure asked, whether
+    only told ones do, and the largest IDF share of `words` one untold sentence holds."""
+    sentences = [text[a:b] for a, b in sentence_spans(text)]
+    untold = [s for s in sentences if _share_told(s, told) < TOLD_SENTENCE]
+    stating = [s for s in sentences if figures and all(f.search(s) for f in figures)]
+    fresh = any(s in untold for s in stating)
+    return (float(fresh), float(bool(stating) and not fresh),
+            max((_coverage(words, s) for s in untold), default=0.0))
+
+
 def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tokenizer,
                  stats: CorpusStats) -> tuple[list[Hit], np.ndarray]:
     """The readings' distinct passages (the pipeline's order first) and one row of FEATURES each."""
@@ -184,6 +204,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
     followup, ambiguous = readings.kind == "followup", readings.kind == "ambiguous"
     told = _bigram_set(readings.reply)
     novel = [(w, idf) for w, idf in own if w not in readings.reply]
+    figures = asked_figures(readings.question)
     x = np.zeros((len(hits), len(FEATURES)))
     for row, hit in enumerate(hits):
         c, cid = hit.chunk, hit.chunk.id
@@ -201,7 +222,7 @@ def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tok
             _coverage(own, text), _coverage(carried, text),
             followup * carried_rr, followup * is_said, ambiguous * alone_rr,
             readings.said_cited * is_said, float(readings.said_cited and same_doc),
-            _share_told(c.text, told), _coverage(novel, text),
+            _share_told(c.text, told), _coverage(novel, text), *_untold(c.text, told, figures, own),
         )
     return hits, x
 
