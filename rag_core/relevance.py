@@ -70,6 +70,9 @@ _COMING_DAY = r"(?:明天|后天|今晚|今天晚上|这几天|这两天|这一�
 _COMING = (r"(?:" + _COMING_DAY + r"|近几天|近两天|最近几天|最近两天|近期|下个?月|这个月|这月|本月|月底|这个冬天|"
            r"这个雨季|未来|(?:今年|明年|今冬|明春)(?=[^，,。？?种栽]{0,4}?(?:冬|雨|旱|天气|霜|冷|热|行情|价|雪|冰雹)"
            r"|[^，,。？?]{0,2}?" + _DATE_ASK + r"[^，,。？?]{0,4}?(?:雨|霜|雪|冷|热|旱|降温|冰雹)))")
+# one coming weather event, named as this one (这回台风, 这股寒潮): where it goes is a forecast
+_THIS_EVENT = r"(?:这回|这次|这场|这轮|这股|这波)\s*(?:台风|寒潮|冷空气|暴雨|大雨|冰雹|冷子|降温)"
+_PATH = r"(?:刮|来|到|吹|过来|下来|降)"
 _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热|旱|涨|跌|行情|价|台风|天气|气温|温度|怎么说)"
 # the clause goes on to ask (今晚会不会下霜？下礼拜降温厉害不): 今晚看样子要下霜， and 广播里讲明天有暴雨， tell a forecast
 # heard, then ask what to do about it
@@ -103,7 +106,10 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                           + _WILL_IT + r"[^，,。？?]{0,6}?" + _WEATHER_OR_MARKET + r"|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,8}?" + _WILL_IT + r")|" + _WEATHER_OR_MARKET
                           + r"[^，,。？?]{0,6}?(?:今年|明年|今冬|明春|下个?月)[^，,。？?]{0,4}?" + _WILL_IT
-                          + r"|(?:今年|明年|这个|今冬|明春)[^，,。？?]{0,4}?(?:雨季|旱季|冬天|霜期)[^，,。？?]{0,4}?" + _ARRIVES + ")"),
+                          + r"|(?:今年|明年|这个|今冬|明春)[^，,。？?]{0,4}?(?:雨季|旱季|冬天|霜期)[^，,。？?]{0,4}?" + _ARRIVES
+                          # where or when this one event goes (这回台风会不会刮到我们这边, 这股寒潮好久到): its path
+                          + r"|" + _THIS_EVENT + r"[^，,。？?]{0,6}?(?:(?:会不会|要不要|" + _DATE_ASK + r")[^，,。？?]{0,4}?" + _PATH
+                          + r"|(?:会|要)[^，,。？?]{0,4}?" + _PATH + _CLAUSE_ASKS + "))"),
      re.compile(r"(?!)")),  # a manual holds no forecast
     ("品牌和购买渠道", re.compile(r"哪个牌子|什么牌子|啥牌子|品牌|牌子|型号|哪家|哪个厂|厂家|哪里买|哪儿买|哪点买|哪里有卖|在哪买|去哪买|"
                           r"(?:哪里|哪儿|哪点|哪个(?:苗圃|店|地方|厂|公司|市场|网站|合作社))[^，,。？?]{0,6}?卖(?![钱价])|"

@@ -43,7 +43,9 @@ def test_how_a_price_is_set_or_how_much_fertiliser_is_no_money_ask(hits, questio
                                       "下礼拜临沧降温厉害不？", "咖啡价钱明年会不会好点？", "这个礼拜孟连会不会下雨？",
                                       "这星期会不会降温？", "这两天保山会不会打霜？", "过两天还下不下雨？",
                                       "后天勐海那边有没得霜？", "明年的雨季好久来？会不会来得迟？",
-                                      "下个礼拜孟连这边天气咋样，会不会下大雨？"])
+                                      "下个礼拜孟连这边天气咋样，会不会下大雨？",
+                                      # where this one event goes (adversarial-oos31's o31-024 was answered)
+                                      "那这回台风会不会刮到我们文山这边 好久到", "这股寒潮好久到？"])
 def test_a_forecast_is_never_in_a_manual(hits, question):
     assert missing_fact(question, hits) == "天气和行情预测"
     # wanting to know (想晓得) is still the forecast asked; how to know (咋个晓得) is a method
@@ -54,7 +56,9 @@ def test_a_forecast_is_never_in_a_manual(hits, question):
                                       "预报说后天有霜，今天要做哪样准备？", "怎么看今晚会不会打霜？",
                                       "看得出明天要下霜不？有啥征兆？", "这两天叶子上起了黄点点，是哪样病？",
                                       "今年霜来得早，小苗还要不要盖草？",  # told, not asked: the late frost is given
-                                      "咋个晓得今晚会不会下霜？傍晚气温降到好多就要当心了"])  # 晓得: to know, in dialect
+                                      "咋个晓得今晚会不会下霜？傍晚气温降到好多就要当心了",  # 晓得: to know, in dialect
+                                      # what this event did or does to the trees is no path of it
+                                      "这场冰雹会不会打坏果子？", "这次寒潮来了以后要咋个整？"])
 def test_how_to_tell_and_this_years_seedlings_are_no_forecast(hits, question):
     assert missing_fact(question, hits) == ""
 
