@@ -638,10 +638,12 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
         return any(f in text for f in spelled.get(term, [term]))
 
     # a name another clause of the ask's sentence gives (戊唑醇打了以后，要隔几天才能摘) says what the figure is of
-    # too: it must stand in the figure's paragraph (not one an earlier sentence gives: 试种瑰夏，整好多面积？要看几年？)
+    # too: it must stand in the figure's paragraph (not one an earlier sentence gives: 试种瑰夏，整好多面积？要看几年？;
+    # nor what the grower plants or grafts: 嫁接萨奇姆，几月份接好, `_handled`)
     sentences = [question[a:b] for a, b in sentence_spans(question, ends="。！？!?")]
     named_elsewhere = {ask: [t for t in names(next((s for s in sentences if clause in s), question))
-                             if t not in clause and t not in named[ask]] for ask, clause in own.items()}
+                             if t not in clause and t not in named[ask] and not _handled(t, question)]
+                       for ask, clause in own.items()}
     chemicals = [t for t in names(question) if _CHEMISTRY.search(t)]
     if not anchors:  # nothing to hold a figure to, unless what it is asked of is named and absent (in the asking
         # clause or another of its sentence: 保山那边…，咖啡一般好久开始采), or the evidence states no figure of a kind
@@ -689,6 +691,17 @@ def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: Te
 
     return min(max((share(ask, sentence, around, paragraph, figure) for sentence, around, paragraph in windows
                     if figure.search(sentence)), default=0.0) for ask, figure in zip(asked, figures))
+
+
+# What the grower plants, grafts or buys (嫁接萨奇姆，几月份接好; 准备栽四百来棵卡蒂姆苗，预备苗要多准备好多棵): the
+# work's figure is the work's, whatever variety it is done with
+_HANDLED = re.compile(r"(?:栽|种|试种|嫁接|接|换|改种|引|引种|买|育)\s*(?:[\d一二两三四五六七八九十百千万几来多点些]+\s*[棵株亩]?\s*)?$")
+
+
+def _handled(name: str, question: str) -> bool:
+    """Whether `name` (no chemical: a dose is its own) is what the question's action is done with (栽…卡蒂姆苗)."""
+    return not _CHEMISTRY.search(name) and any(_HANDLED.search(question[:m.start()])
+                                               for m in re.finditer(re.escape(name), question))
 
 
 # The knowledge base says it gives no such figure: 黄蜜、红蜜、黑蜜等，本文件不作统一规定; 螺虫乙酯…按标签浓度使用; 控释肥料…按产品说明使用

@@ -577,6 +577,11 @@ def test_a_name_in_the_asking_sentence_must_stand_in_the_figures_paragraph(sampl
     assert unanchored_amount(question, stated, tok, stats) == ""
     scene = _passages("引进新品种先小面积试种，连续观察 3 年以上，表现稳定再扩大种植。")
     assert unanchored_amount("想拿点地试种瑰夏。要观察几年才敢扩大种植？", scene, tok, stats) == ""
+    # what the grower grafts or plants is no subject of the work's figure (four writers' 嫁接萨奇姆，几月份接 were
+    # refused: the FAQ's grafting months name no variety); a fungicide sprayed stays one (打了戊唑醇以后)
+    grafting = _passages("树桩新枝长到铅笔粗、半木质化时嫁接，一般在雨季 6～8 月，气温 20 度以上、空气湿润时成活率高。")
+    assert unanchored_amount("想在截了干的老桩上嫁接萨奇姆，几月份接好？", grafting, tok, stats) == ""
+    assert unanchored_amount("打了戊唑醇以后，要隔几天才能采果子？", rounds, tok, stats) == "具体数字"
 
 
 def test_a_tree_of_a_word_the_kb_never_uses_is_another_crop(sample_engine):
