@@ -183,12 +183,10 @@ TOLD_SENTENCE = 0.5  # a sentence whose character pairs the reply says this shar
 def _untold(text: str, told: set[str], figures: Sequence, words: Sequence[tuple[str, float]]) -> tuple[float, float, float]:
     """What of a passage the last reply has not told: whether an untold sentence states every figure asked, whether
     only told ones do, and the largest IDF share of `words` one untold sentence holds."""
-    sentences = [text[a:b] for a, b in sentence_spans(text)]
-    untold = [s for s in sentences if _share_told(s, told) < TOLD_SENTENCE]
-    stating = [s for s in sentences if figures and all(f.search(s) for f in figures)]
-    fresh = any(s in untold for s in stating)
-    return (float(fresh), float(bool(stating) and not fresh),
-            max((_coverage(words, s) for s in untold), default=0.0))
+    sentences = [(s, _share_told(s, told) < TOLD_SENTENCE) for s in (text[a:b] for a, b in sentence_spans(text))]
+    stating = [untold for s, untold in sentences if figures and all(f.search(s) for f in figures)]
+    return (float(any(stating)), float(bool(stating) and not any(stating)),
+            max((_coverage(words, s) for s, untold in sentences if untold), default=0.0))
 
 
 def feature_rows(readings: Readings, position: Mapping[str, int], tokenizer: Tokenizer,
