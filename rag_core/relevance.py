@@ -94,7 +94,8 @@ ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
                       # who pays a fee (医药费该哪个出, 谁出钱): money, which no manual of growing settles
                       r"|[\u4e00-\u9fff]费(?![工力时心劲事])" + _IN_CLAUSE + r"(?:哪个|谁|哪家|哪方|哪边)\s*来?\s*(?:出|付|掏|承担|报销|赔)"
                       r"|(?:哪个|谁|哪家|哪方|哪边)\s*来?\s*(?:出钱|掏钱|付钱|赔钱)"
-                      r"|行情|贵不贵|划不划算|划算不|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
+                      # (whether a practice pays, 划不划算, asks a judgement the manual's reasons give: the price is what it lacks)
+                      r"|行情|贵不贵|(?:卖|值|赔|贷|(?<!开)花|赚|挣|交|付)[^，,。？?\d]{0,3}"
                       # not an amount of produce (一亩能交好多鲜果): what is handed over is the fruit
                       r"(?:多少|好多|几个钱|几块|几毛)(?!倍|次|天|年|月|株|棵|米|厘米|公分|度|斤|公斤|kg|吨|户|亩|个|袋|包|车|筐|箱"
                       r"|鲜果|果|生豆|豆|咖啡)"),
@@ -1095,6 +1096,8 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _PERSON.fullmatch(word) \
                 or _QUESTION_WORD_TAIL.match(question[at - len(word) - 1:at]) \
+                or flag in ("n", "nr") and _SAID_BY.match(question, at) \
+                or _after_a_while(word, question[at - len(word) - 1:at - len(word)], stats) \
                 or _diminutive(word, tokenizer, stats) or _verb_glued(word, flag, tokenizer, stats):
             continue
         freq = tokenizer.general_frequency(word)
@@ -1108,6 +1111,17 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
                 and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
             out.append(run)
     return list(dict.fromkeys(out + unseen))
+
+
+# who said it (老辈人讲…, 邻居说…, 收购的人讲): the one who tells the grower, not what is asked (not 说明, 说法)
+_SAID_BY = re.compile(r"(?:人|们|家)?(?:讲|说)(?![明法])")
+# a span of time after a demonstrative or 一 (那阵, 这会, 一阵): the measure word, not a word with what follows it
+_WHILE = "阵会"
+
+
+def _after_a_while(word: str, before: str, stats: TermStats) -> bool:
+    """A measure word of time glued to the word after it (那阵虫多: 那阵 + 虫; 这会叶子黄了): jieba's cut, no name."""
+    return len(word) >= 2 and word[0] in _WHILE and before in _MEASURED_BY and stats.known(word[1:])
 
 
 def _unseen_character(word: str, flag: str, before: str, tokenizer: Tokenizer, stats: TermStats) -> bool:
