@@ -1091,7 +1091,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
             unseen.append(word)
             continue
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() \
-                or flag not in _TOPICAL_POS and not (flag == "l" and _MACHINE.search(word)) \
+                or flag not in _TOPICAL_POS and not (flag == "l" and _MACHINE.search(word)) and not (flag == "m" and _CROP.search(word)) \
                 or word in tokenizer.stopwords or after_amount:
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _PERSON.fullmatch(word) \
@@ -1196,7 +1196,10 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # the question is about, whatever else it names.
 _CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶)$"
+                   # Yunnan's medicinal crops, grown under forest as coffee is, whose names carry no crop's ending
+                   # (jieba reads 三七 as a number)
+                   r"|^(?:三七|天麻|石斛|重楼|砂仁|黄精|白及)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")
@@ -1205,7 +1208,8 @@ _REMEDY = re.compile(_CHEMISTRY.pattern + r"|倍液|剂|波尔多|硫酸铜|铜�
 _CHEMICAL_OR_PEST = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CHEMISTRY.pattern)
 _NAME_ENDING = re.compile(_CHEMICAL_OR_PEST.pattern + "|" + _CROP.pattern)
 # Farm animals (土鸡, 山羊, 鸭子, 黄牛, 蜜蜂 …): one the KB never names is kept beside coffee, not taught by it.
-_ANIMAL = re.compile(r"^.?[鸡鸭鹅猪牛羊兔鱼蜂]子$|^(?![养喂放])..*[鸡鸭鹅猪牛羊兔鱼蜂]$")  # 养鸡: raising, no animal named
+# 养鸡: raising, no animal named; 猪崽, 鸡仔: the young of one
+_ANIMAL = re.compile(r"^.?[鸡鸭鹅猪牛羊兔鱼蜂]子$|^(?![养喂放])..*[鸡鸭鹅猪牛羊兔鱼蜂]$|^[鸡鸭鹅猪牛羊兔狗][崽仔]")
 # A Latin-letter name: a model number, a brand, a certification scheme (4C, GAP, UTZ …), when the KB never uses it.
 _LATIN_NAME = re.compile(r"(?<![a-z0-9])(?:[a-z]+\d+[a-z0-9-]*|\d+[a-z]+[a-z0-9-]*|[a-z]{2,})(?![a-z0-9])")
 

@@ -1453,3 +1453,14 @@ def test_whether_a_practice_pays_is_no_price_asked(sample_engine, question):
     assert missing_fact(question, hits) == ""
     priced = "今年鲜果收购价好多钱一公斤？卖鲜果给加工厂划不划算"
     assert missing_fact(priced, sample_engine.search(priced).evidence) == "价格"
+
+
+def test_a_medicinal_crop_jieba_reads_as_a_number_and_an_animals_young(sample_engine):
+    """三七 (notoginseng, grown under forest in Yunnan as coffee is) is a crop the KB never names, though jieba tags it a
+    numeral: six writers' questions on it were answered from the nursery or shade chapters. 猪崽 is a piglet."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("三七种子咋个催芽", tok, stats) == "三七"
+    assert unknown_focus("三七的遮阳棚要搭好高，透光留好多合适", tok, stats) == "三七"
+    assert unknown_focus("家里的猪崽子这几天老拉稀 咋个整", tok, stats) == "猪崽"
+    assert unknown_focus("咖啡种子咋个催芽", tok, stats) == ""
+    assert unknown_focus("海拔一千三四的园子，六七月份锈病要咋个防", tok, stats) == ""  # numbers stay numbers
