@@ -1464,3 +1464,13 @@ def test_a_medicinal_crop_jieba_reads_as_a_number_and_an_animals_young(sample_en
     assert unknown_focus("家里的猪崽子这几天老拉稀 咋个整", tok, stats) == "猪崽"
     assert unknown_focus("咖啡种子咋个催芽", tok, stats) == ""
     assert unknown_focus("海拔一千三四的园子，六七月份锈病要咋个防", tok, stats) == ""  # numbers stay numbers
+
+
+@pytest.mark.parametrize("question", ["那今天纽约那个期货是好多？涨了还是跌了", "纽约咖啡期货今天好多美分一磅",
+                                      "咖啡期货明年会不会涨？手头的豆子要不要囤着不卖"])
+def test_the_futures_price_and_next_years_rise_are_the_market(sample_engine, question):
+    """The KB names the futures only as what the buying price follows: their level today (round 33's o32-004) or
+    whether they rise next year is the market, which it cannot tell. How the price is set is answered."""
+    answer = sample_engine.answer(question)
+    assert not answer.citations
+    assert sample_engine.answer("生豆收购价是咋个定出来的？为啥年年不一样").citations
