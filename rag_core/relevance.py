@@ -486,7 +486,7 @@ def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer,
 
 # "哪几个编号", "哪几号生理小种": a line's or a race's designation, which the evidence must state (a code: CIFC 7963, 3 号)
 # beside what the question asks it of; 几号 alone is mostly a date.
-_ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪个号|哪一个号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
+_ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪一?个(?:品系|品种|小种)?号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
 # a line's name (萨奇姆有哪些品系，具体叫啥名字): lines are named by their codes, as CIFC 7963 is
 _ASKED_LINE_NAME = re.compile(r"品系[^。？?]{0,12}?(?:叫(?:啥子?|什么|哪样|哪个)|(?:啥子?|什么|哪样)名(?:字|称))")
 _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5

@@ -774,6 +774,10 @@ def test_the_very_year_a_shop_or_another_code_must_be_stated(hits, sample_engine
     lines = _passages("卡蒂姆是卡杜拉与蒂莫尔杂种杂交后选育出的品种群，包括多个品系，云南种植的主要是CIFC 7963等品系。")
     assert unanchored_code("卡蒂姆除了CIFC 7963，云南还种了哪几个品系编号？", lines, tok, stats) == "具体编号"
     assert unanchored_code("云南种的卡蒂姆主要是哪个品系编号？", lines, tok, stats) == ""
+    # 哪个品系号 asks a code too (round 33's d33-071): the Sarchimor passage names its lines by no number
+    sarchimor = _passages("萨奇姆各品系在云南不同海拔的耐寒性、产量和品质表现差异较大，应选用经过当地试种、来源清楚的品系。")
+    assert unanchored_code("萨奇姆具体哪个品系号适合我们1400米的地", sarchimor, tok, stats) == "具体编号"
+    assert unanchored_code("卡蒂姆哪个品系号是云南种得最多的", lines, tok, stats) == ""
 
 
 def test_a_number_to_call_must_be_printed(hits):
