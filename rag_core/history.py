@@ -171,12 +171,13 @@ def names_little_of_its_own(question: str, tokenizer: Tokenizer, stats: TermStat
     """No domain term (a lexicon term specific to some passages: 锈病, 石灰), and fewer than two words that are
     specific both in the knowledge base and in general Chinese: "泡过头了会是哪样样子？" (样子 is everyday Chinese) or
     "找到洞了，往里头咋个打药？" may continue the conversation in words of their own, while "湿法加工发酵要多长时间？"
-    (湿法, 发酵) names its topic."""
+    (湿法, 发酵) names its topic. Nor does a question saying CLAUSE_WORDS dictionary words of its own, as `classify`
+    reads it ("想自己看看地块排水好不好 有没有简单办法": no ellipsis, whatever few of them the KB holds)."""
     q = question.strip()
     if stats is None or any(_names_topic(e, stats) for e in tokenizer.entities(q)):
         return False
     rare = [w for w in _content_words(q, tokenizer) if stats.specific(w) and tokenizer.general_frequency(w) < GENERAL_FREQ]
-    return len(rare) < OWN_TOPIC
+    return len(rare) < OWN_TOPIC and len(_clause_words(q, tokenizer)) < CLAUSE_WORDS
 
 
 def opens_new_topic(question: str) -> bool:

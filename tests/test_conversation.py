@@ -779,6 +779,9 @@ def test_a_question_naming_no_domain_term_is_also_read_in_the_conversations_cont
     # a question naming a domain term, or two words rare in everyday Chinese, is searched as asked (as alone)
     assert not names_little_of_its_own("咖啡锈病怎么防治？", tok, stats)
     assert not names_little_of_its_own("湿法加工发酵要多长时间？", tok, stats)
+    # …and so is one that says four dictionary words or more of its own (no ellipsis), as classify reads it
+    assert not names_little_of_its_own("想自己看看地块排水好不好 有没有简单办法", tok, stats)
+    assert not names_little_of_its_own("咖啡地泡水好几天了，根会不会烂掉？", tok, stats)
 
 
 def test_a_reply_that_says_what_a_description_is_gives_the_topic_alone(sample_engine):
