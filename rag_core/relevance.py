@@ -1091,7 +1091,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
             unseen.append(word)
             continue
         if (len(word) < 2 and not _CHEMICAL_OR_PEST.search(word)) or word.isascii() \
-                or flag not in _TOPICAL_POS and not (flag == "l" and _MACHINE.search(word)) and not (flag == "m" and _CROP.search(word)) \
+                or not _topical(word, flag) \
                 or word in tokenizer.stopwords or after_amount:
             continue
         if stats.known(word) or _GRAMMAR.search(word) or _ASPECT.fullmatch(word) or _PERSON.fullmatch(word) \
@@ -1111,6 +1111,12 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
                 and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
             out.append(run)
     return list(dict.fromkeys(out + unseen))
+
+
+def _topical(word: str, flag: str) -> bool:
+    """A word that can be what a question is about: a noun or name (_TOPICAL_POS), a machine jieba tags an idiom
+    (无人机), or a crop it tags a numeral (三七)."""
+    return flag in _TOPICAL_POS or flag == "l" and bool(_MACHINE.search(word)) or flag == "m" and bool(_CROP.search(word))
 
 
 # who said it (老辈人讲…, 邻居说…, 收购的人讲): the one who tells the grower, not what is asked (not 说明, 说法)
