@@ -79,7 +79,7 @@ _WEATHER_OR_MARKET = r"(?:下雨|雨|霜|雪|冰雹|冷子|降温|寒潮|冷|热
 _CLAUSE_ASKS = r"(?=[^，,。；;！!]*?(?:吗|么|嘛|不|没|呢|会|几|多少|好多|啥|什么|哪|咋样|怎么样|怎样|[？?]))"  # 天气咋样
 ASKED_FACTS: tuple[tuple[str, re.Pattern, re.Pattern | None], ...] = (
     # an amount of money (not how a price is set): the evidence must hold a currency amount
-    ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素))|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
+    ("价格", re.compile(_ASK_HOW_MUCH + r"\s*(?:钱|价|块钱|毛钱|元(?!素)|美元|美分)|(?:几|多少)\s*[十百千万]+\s*(?:块|元)"
                       r"|[\d一二三四五六七八九十百千万两]\s*(?:块钱|毛钱|元(?!素)|块(?=[不吗没呢每]|一[斤公])|毛(?=[不吗没呢每]|一[斤公]))"
                       # cheap or dear asks where the clause does not go on (碳铵价钱便宜点，天热的时候用要得不 tells),
                       # or of which (哪个价格便宜，…)
@@ -1202,7 +1202,7 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
 # the question is about, whatever else it names.
 _CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶)$"
+_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶|茶叶)$"
                    # Yunnan's medicinal crops, grown under forest as coffee is, whose names carry no crop's ending
                    # (jieba reads 三七 as a number)
                    r"|^(?:三七|天麻|石斛|重楼|砂仁|黄精|白及)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")

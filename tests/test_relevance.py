@@ -1470,8 +1470,17 @@ def test_a_medicinal_crop_jieba_reads_as_a_number_and_an_animals_young(sample_en
     assert unknown_focus("海拔一千三四的园子，六七月份锈病要咋个防", tok, stats) == ""  # numbers stay numbers
 
 
+def test_tea_leaves_are_a_crop(sample_engine):
+    """茶叶 is how growers name tea, the crop (26 gold questions over 15 writers, all out of scope): it carries no crop
+    ending (茶园, 茶树 do), and switching the coffee land to it (改种茶叶) was answered from the industry's history."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("咖啡价钱不好，想把咖啡地改种茶叶，哪个划算点", tok, stats) == "茶叶"
+    assert unknown_focus("想把咖啡地改种澳洲坚果，要注意哪样", tok, stats) == ""  # an intercrop the KB teaches
+
+
 @pytest.mark.parametrize("question", ["那今天纽约那个期货是好多？涨了还是跌了", "纽约咖啡期货今天好多美分一磅",
-                                      "咖啡期货明年会不会涨？手头的豆子要不要囤着不卖"])
+                                      "咖啡期货明年会不会涨？手头的豆子要不要囤着不卖",
+                                      "期货这两天涨还是跌 现在好多美分一磅"])
 def test_the_futures_price_and_next_years_rise_are_the_market(sample_engine, question):
     """The KB names the futures only as what the buying price follows: their level today (round 33's o32-004) or
     whether they rise next year is the market, which it cannot tell. How the price is set is answered."""
