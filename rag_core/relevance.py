@@ -917,10 +917,15 @@ class Coverage:
     missing: str = ""  # the topic the knowledge base does not know, when that is the reason
 
 
+# the words a question asks with (好久, 啥时候, 哪样): how it asks, not what about; no passage uses most of them
+_ASK_WORD = re.compile(r"^(?:好久|好多|多久|多长|啥时候|什么时候|几时|啥子|哪样|哪点|哪些|哪个|为啥|为什么|咋个|咋样|怎么|怎样|如何"
+                       r"|多少|什么)$")
+
+
 def content_words(question: str, tokenizer: Tokenizer) -> list[str]:
     words = [w for w in tokenizer.words(question) if len(w) >= 2 and not w.isascii()]
     # search-mode segmentation yields a long word and its parts: keep the longest, drop the parts inside it
-    return [w for w in dict.fromkeys(words) if not any(w != o and w in o for o in words)]
+    return [w for w in dict.fromkeys(words) if not any(w != o and w in o for o in words) and not _ASK_WORD.match(w)]
 
 
 def coverage_score(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top: int = 3) -> float:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rag_core.records import Chunk, Hit
-from rag_core.relevance import (_home, _with_column_units, animal_care, asked_amounts, assess, missing_fact, other_crop, other_crops_care,
+from rag_core.relevance import (_home, _with_column_units, animal_care, asked_amounts, assess, content_words, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
@@ -1487,3 +1487,13 @@ def test_the_futures_price_and_next_years_rise_are_the_market(sample_engine, que
     answer = sample_engine.answer(question)
     assert not answer.citations
     assert sample_engine.answer("生豆收购价是咋个定出来的？为啥年年不一样").citations
+
+
+def test_the_ask_word_is_not_what_is_asked_about(sample_engine):
+    """好久 (how long), 啥时候, 哪样 are how a question asks, not what about, and no passage uses 好久: 冻了的树好久剪,
+    whose other words are of one character (冻, 树, 剪), was refused with none of its words covered (round 34's
+    c33-023). Over 1,663 gold single questions holding an ask word, no other decision changed."""
+    tok = sample_engine.tokenizer
+    assert content_words("冻了的树好久剪", tok) == []
+    assert content_words("锈病啥时候打药", tok) == ["锈病", "打药"]
+    assert sample_engine.answer("冻了的树好久剪").citations
