@@ -293,6 +293,8 @@ _A_FEW_MORE = re.compile(r"(?<![最至顶])多[\u4e00-\u9fff]$")  # 多买几棵
 _A_FEW = re.compile(r"(?:那么|这么|就|只有?|才|好|没)$")  # 就那么几棵, 好几年, 没几天: so few, several, hardly any: no ask
 # a count after a done deed (留下来几棵高杆咖啡, 打了几次都不见好, 死了几棵): what happened, told; not asked of the bot
 _DONE = re.compile(r"[\u4e00-\u9fff](?:了|下来|下了)$")
+# a count that describes a kind (整成几个杆杆的那种多干树: the kind with a few stems), asked of nobody
+_OF_A_KIND = re.compile(r"[\u4e00-\u9fff]{0,3}的(?:那种|这种|那样|这样)")
 
 
 def asked_amounts(question: str) -> list[tuple[str, str]]:
@@ -309,6 +311,7 @@ def asked_amounts(question: str) -> list[tuple[str, str]]:
             and not (m.group(0).startswith("几") and (_WISH.search(question[max(0, m.start() - 5):m.start()])
                                                        or _A_FEW_MORE.search(question[:m.start()])
                                                        or _A_FEW.search(question[:m.start()])
+                                                       or _OF_A_KIND.match(question, m.end())
                                                        or _ASKED_WHAT_TO_DO_AFTER.match(question, m.end())
                                                        or _ASKED_OTHER_AFTER.match(question, m.end())))]
 

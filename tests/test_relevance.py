@@ -668,6 +668,14 @@ def test_a_few_wanted_or_standing_beside_is_no_amount_asked(sample_engine):
     assert unknown_focus("加工的记录本子要留好多年？", tok, stats) == ""
 
 
+def test_a_count_that_describes_a_kind_is_no_amount_asked():
+    """整成几个杆杆的那种多干树 is the kind of tree with a few stems: it asks when and where to cut, no count (round 34's
+    d34-011 was refused for want of one); 一棵留几个杆杆 asks it."""
+    assert asked_amounts("想把小树整成几个杆杆的那种多干树，啥时候截，截在哪点？") == []
+    assert asked_amounts("想把小树整成几根主干的那种，咋个整？") == []
+    assert asked_amounts("一棵留几个杆杆好？") == [("几个", "items")]
+
+
 def test_how_long_a_thing_lives_or_lasts_must_be_stated_as_a_lifespan(sample_engine):
     """成虫能活好多天 is not answered by the months the adults come out, nor 滴灌管用得了几年 by a drip line's flow; 木豆
     寿命短，2–4 年后需砍除 states how long pigeon pea serves."""
