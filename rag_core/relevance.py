@@ -261,7 +261,7 @@ _ASKED_UNIT = re.compile(r"(?:好多|多少|" + _HOW_MANY_JI + r")\s*(?P<unit>"
                          # a rate (成活率一般有好多, 发芽率能有几成, 成活率一般能有几成, 成活率有好高): a share, stated in per cent or tenths
                          r"|[\u4e00-\u9fff](?P<rate>率)\s*(?:(?:一般|大概|大约|通常|能|会|要|可以)\s*){0,2}(?:有|是|在|达到|到)?\s*(?:好多|多少|几成|好高|多高)")
 # what each kind of ask but an amount in a unit is answered by
-_ASKED_KIND = {"often": "often", "time": "time", "spacing": "length", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
+_ASKED_KIND = {"often": "often", "time": "time", "spacing": "spacing", "size": "length", "share": "ratio", "percent": "ratio", "rate": "ratio",
                "portion": "ratio",
                "ph": "ph", "limit": "figure"}
 _NOT_ORDINAL = r"(?<!第)(?<!第\d)(?<!第\d\d)(?<!第[一二三四五六七八九十])"  # 第一天 is a day's place, no span of days
@@ -272,6 +272,17 @@ _ANY_NUMBER = re.compile(r"\d")
 _FIGURES["plants"] = re.compile(_FIGURES["plants"].pattern + r"|(?:株|棵)数的?\s*(?:约\s*)?\d[\d.]*\s*%")
 _FIGURES["figure"] = _ANY_NUMBER  # a limit in no unit asked: any number states it
 _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥＜＞]|低于|高于|小于|大于)?\s*\d")
+# one plant's distance from the next (一丛跟一丛隔好远): a length stated as a spacing (株距 1.0～1.5 m, 间隔 1 m, 8–10 ×
+# 8–10), not a plant's height beside it (植物篱…高度控制在 50～100 cm)
+_SPACING = re.compile(r"距|间距|间隔|相隔|隔\s*[\d约]|之间|相邻|[×xX＊*]")
+
+
+class _Spaced:
+    def search(self, sentence: str) -> bool:
+        return bool(_SPACING.search(sentence) and _FIGURES["length"].search(sentence))
+
+
+_FIGURES["spacing"] = _Spaced()
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
 EVERYDAY_VERB_FREQ = 5000  # a verb this common in general Chinese (jieba's dictionary: 放在, 出来) anchors no figure

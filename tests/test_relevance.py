@@ -676,6 +676,17 @@ def test_a_count_that_describes_a_kind_is_no_amount_asked():
     assert asked_amounts("一棵留几个杆杆好？") == [("几个", "items")]
 
 
+def test_a_spacing_asked_is_a_length_stated_as_one(sample_engine):
+    """一丛跟一丛隔好远 asks one plant's distance from the next: the hedge's height (高度控制在 50～100 cm) beside 行间,
+    where its cuttings go, does not state it (five writers' 香根草 questions were answered so); 株距 or 间隔 does."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    question = "种香根草做植物篱 一丛跟一丛隔好远栽"
+    hedge = "常用山毛豆、木豆和香根草。植物篱每年修剪 2～4 次，高度控制在 50～100 cm，修下的枝叶铺在咖啡行间作覆盖物。"
+    assert unanchored_amount(question, _passages(hedge), tok, stats) == "具体数字"
+    spaced = "常用山毛豆、木豆和香根草。植物篱里香根草丛与丛间隔约 30 cm，每年修剪 2～4 次。"
+    assert unanchored_amount(question, _passages(spaced), tok, stats) == ""
+
+
 def test_how_long_a_thing_lives_or_lasts_must_be_stated_as_a_lifespan(sample_engine):
     """成虫能活好多天 is not answered by the months the adults come out, nor 滴灌管用得了几年 by a drip line's flow; 木豆
     寿命短，2–4 年后需砍除 states how long pigeon pea serves."""
