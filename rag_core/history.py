@@ -144,7 +144,9 @@ def classify(question: str, tokenizer: Tokenizer, stats: TermStats | None = None
     if back and not (_DEMONSTRATIVE.fullmatch(back.group(0)) and topic_strength(before, tokenizer, stats) >= OWN_TOPIC):
         return QuestionKind("followup", strength, "points back")
     if strength < OWN_TOPIC:
-        if names_the_domain(q, tokenizer, stats) and not asks_next_step(q):  # 昨晚上刮大风，好多咖啡树吹歪了，咋个扶
+        # a follow-up leaves the crop out: one that names it is put whole (昨晚上刮大风，好多咖啡树吹歪了，咋个扶), unless
+        # it asks a process's next step (砍稀了以后咖啡要咋个管)
+        if names_the_domain(q, tokenizer, stats) and not asks_next_step(q):
             return QuestionKind("new", strength, "names the crop itself, as a question of its own does")
         if len(_clause_words(q, tokenizer)) >= CLAUSE_WORDS:  # "沟边那块地一年到头雾气散不开，闷得很，种咖啡要注意啥？"
             return QuestionKind("ambiguous", strength, "names little the knowledge base knows, but in a clause of its own")

@@ -278,6 +278,8 @@ _SPACING = re.compile(r"距|间距|间隔|相隔|隔\s*[\d约]|之间|相邻|[×
 
 
 class _Spaced:
+    """A length in a sentence that says it is a spacing (_SPACING)."""
+
     def search(self, sentence: str) -> bool:
         return bool(_SPACING.search(sentence) and _FIGURES["length"].search(sentence))
 
