@@ -277,14 +277,17 @@ _FIGURES["ph"] = re.compile(r"pH\s*值?\s*(?:为|在|约|降至|降到|[<>≤≥
 _SPACING = re.compile(r"距|间距|间隔|相隔|隔\s*[\d约]|之间|相邻|[×xX＊*]")
 
 
-class _Spaced:
-    """A length in a sentence that says it is a spacing (_SPACING)."""
+class _Beside:
+    """A figure of the asked kind in a sentence that also says what it is a figure of (a spacing, a rate's time)."""
+
+    def __init__(self, figure: _Figure, said: re.Pattern):
+        self.figure, self.said = figure, said
 
     def search(self, sentence: str) -> bool:
-        return bool(_SPACING.search(sentence) and _FIGURES["length"].search(sentence))
+        return bool(self.figure.search(sentence) and self.said.search(sentence))
 
 
-_FIGURES["spacing"] = _Spaced()
+_FIGURES["spacing"] = _Beside(_FIGURES["length"], _SPACING)
 _CLAUSE_ENDS = "，,。？?！!；;：:"
 _CLAUSE_SPLIT = re.compile("[" + _CLAUSE_ENDS + "、 ]")  # the clauses of a question, as the anchored tests read them
 EVERYDAY_VERB_FREQ = 5000  # a verb this common in general Chinese (jieba's dictionary: 放在, 出来) anchors no figure
@@ -355,20 +358,10 @@ _PER_TIME = re.compile(r"每\s*(?:天|日|个?小时|个?钟头|人|工)|/\s*(?:
                        r"|24\s*(?:h|小时)(?![a-z])|日(?:处理|产|采|工作)|台时|工日")
 
 
-class _PerTime:
-    """A figure of the asked kind in a sentence that states its time too."""
-
-    def __init__(self, figure: _Figure):
-        self.figure = figure
-
-    def search(self, sentence: str) -> bool:
-        return bool(self.figure.search(sentence) and _PER_TIME.search(sentence))
-
-
 def _figure_for(question: str, words: str, kind: str) -> _Figure:
     at = question.find(words)
     rate = kind not in ("time", "days", "hours", "minutes") and at > 0 and _PER_TIME_ASKED.search(question[:at])
-    return _PerTime(_FIGURES[kind]) if rate else _FIGURES[kind]  # (how long within a day is a duration, no rate)
+    return _Beside(_FIGURES[kind], _PER_TIME) if rate else _FIGURES[kind]  # (how long within a day is a duration, no rate)
 
 
 def asked_figures(question: str) -> list[_Figure]:
@@ -933,9 +926,9 @@ class Coverage:
     missing: str = ""  # the topic the knowledge base does not know, when that is the reason
 
 
-# the words a question asks with (好久, 啥时候, 哪样): how it asks, not what about; no passage uses most of them
-_ASK_WORD = re.compile(r"^(?:好久|好多|多久|多长|啥时候|什么时候|几时|啥子|哪样|哪点|哪些|哪个|为啥|为什么|咋个|咋样|怎么|怎样|如何"
-                       r"|多少|什么)$")
+# the words a question asks with (好久, 啥时候): how it asks, not what about; no passage uses most of them. The stopwords
+# (tokenizer.words) already drop the others (什么, 多少, 哪样, 咋个, 怎么 …)
+_ASK_WORD = re.compile(r"^(?:好久|好多|多久|多长|啥时候|什么时候|几时|哪点|为什么)$")
 
 
 def content_words(question: str, tokenizer: Tokenizer) -> list[str]:
