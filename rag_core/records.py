@@ -92,7 +92,7 @@ class Retrieval:
     evidence: tuple[Hit, ...]
     timings_ms: Mapping[str, float]
     warnings: tuple[str, ...] = ()
-    reranker: str = "none"  # what reranked the evidence: a cross-encoder's name, "learned-lr", or "none" (fusion order)
+    reranker: str = "none"  # what reranked the evidence: a cross-encoder's name, "learned-mlp", or "none" (fusion order)
     corrections: tuple[tuple[str, str], ...] = ()  # keyboard slips read as the KB's word: (typed, meant), 节顶 → 截顶
 
 

@@ -152,12 +152,12 @@ def test_training_learns_which_relation_holds_the_answer(toy):
 
 def test_the_shipped_weights_fit_this_code_and_never_saw_the_check_sets():
     models = conv.load(conv.RESOURCE)
-    assert set(models) == {"learned-lr+e5", "learned-lr"}  # one per passage ranker: its ranks and gaps differ
+    assert set(models) == {"learned-mlp+e5", "learned-mlp"}  # one per passage ranker: its ranks and gaps differ
     for name, model in models.items():
         assert model.info["ranker"] == name and model.info["questions"] >= 100
         assert model.info["gold_files"] == list(GOLD_FILES)  # the passage ranker's
         assert not set(CHECK_FILES) & set(model.info["gold_files"])  # kept for checking
-    assert conv.for_ranker("learned-lr") is models["learned-lr"]
+    assert conv.for_ranker("learned-mlp") is models["learned-mlp"]
     assert conv.for_ranker("BAAI/bge-reranker-base") is None and conv.for_ranker("none") is None
 
 
@@ -167,12 +167,12 @@ def test_unusable_weights_keep_the_pipelines_order(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="rag_core.rank.conversation"):
         assert conv.load(bad) == {}
     assert "other features" in caplog.text
-    assert conv.load(tmp_path / "missing.json") == {} and conv.for_ranker("learned-lr", tmp_path / "missing.json") is None
+    assert conv.load(tmp_path / "missing.json") == {} and conv.for_ranker("learned-mlp", tmp_path / "missing.json") is None
     model = conv.ConversationRanker(np.zeros(len(conv.FEATURES)), np.ones(len(conv.FEATURES)),
-                                    np.ones(len(conv.FEATURES)), {"ranker": "learned-lr"})
+                                    np.ones(len(conv.FEATURES)), {"ranker": "learned-mlp"})
     good = tmp_path / "good.json"
-    good.write_text(json.dumps(conv.models_to_json({"learned-lr": model})))
-    assert np.allclose(conv.load(good)["learned-lr"].weights, 1.0)
+    good.write_text(json.dumps(conv.models_to_json({"learned-mlp": model})))
+    assert np.allclose(conv.load(good)["learned-mlp"].weights, 1.0)
 
 
 def test_a_follow_up_finds_the_passage_that_answers_it(sample_engine):

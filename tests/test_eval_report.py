@@ -22,7 +22,7 @@ def png_size(path: Path) -> tuple[int, int]:
 def test_labels_name_the_reranker_that_ran():
     full = SYSTEMS["full"].label
     assert "rerank" not in label_for(full, "none")
-    assert "rerank (learned-lr)" in label_for(full, "learned-lr")
+    assert "rerank (learned-mlp)" in label_for(full, "learned-mlp")
     assert label_for("B2b: BM25 only", "none") == "B2b: BM25 only"
 
 

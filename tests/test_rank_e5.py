@@ -70,11 +70,11 @@ def test_the_build_stores_e5_vectors_and_a_rebuild_takes_them_from_the_cache(tin
 
 def test_the_ranker_learns_the_e5_features_and_keeps_a_fallback_without_them(tiny_e5):
     cfg, tokenizer, report = tiny_e5
-    assert report.ranker.startswith("learned-lr+e5"), report.ranker
+    assert report.ranker.startswith("learned-mlp+e5"), report.ranker
     model = load_ranker(Layout(cfg.data_dir).current_dir())
-    assert model.features == FEATURES + E5_FEATURES and model.name == "learned-lr+e5"
+    assert model.features == FEATURES + E5_FEATURES and model.name == "learned-mlp+e5"
     assert model.info["e5"] == E5_MODEL_KEY
-    assert model.fallback is not None and model.fallback.features == FEATURES and model.fallback.name == "learned-lr"
+    assert model.fallback is not None and model.fallback.features == FEATURES and model.fallback.name == "learned-mlp"
     raw = json.loads((Layout(cfg.data_dir).current_dir() / RANKER_FILE).read_text(encoding="utf-8"))
     assert raw["features"][-2:] == list(E5_FEATURES) and raw["fallback"]["features"] == list(FEATURES)
 
@@ -82,7 +82,7 @@ def test_the_ranker_learns_the_e5_features_and_keeps_a_fallback_without_them(tin
 def test_a_question_gets_the_e5_features_and_the_name_says_so(tiny_e5):
     cfg, tokenizer, _ = tiny_e5
     retriever = _retriever(cfg, tokenizer)
-    assert retriever.reranker_name == "learned-lr+e5"
+    assert retriever.reranker_name == "learned-mlp+e5"
     pool = retriever.pool(Q, size=cfg.retrieval.learned_candidates)
     x = retriever.learned.featurize(pool)
     n = len(pool.fused)
@@ -92,7 +92,7 @@ def test_a_question_gets_the_e5_features_and_the_name_says_so(tiny_e5):
     assert sorted(rr, reverse=True) == pytest.approx([1.0 / k for k in range(1, n + 1)])
     assert np.argmax(rr) == np.argmax(cos)  # rank 1 is the best cosine
     result = retriever.search(Q)
-    assert result.reranker == "learned-lr+e5" and all("rerank" in h.ranks for h in result.evidence)
+    assert result.reranker == "learned-mlp+e5" and all("rerank" in h.ranks for h in result.evidence)
 
 
 def test_with_e5_switched_off_at_query_time_the_fallback_reranks(tiny_e5, caplog):
@@ -100,11 +100,11 @@ def test_with_e5_switched_off_at_query_time_the_fallback_reranks(tiny_e5, caplog
     off = with_overrides(cfg, retrieval={"ranker_encoder": "off"})
     with caplog.at_level(logging.INFO, logger="rag_core.rank.encoder"):
         retriever = _retriever(off, tokenizer)
-    assert retriever.learned is not None and retriever.reranker_name == "learned-lr"
+    assert retriever.learned is not None and retriever.reranker_name == "learned-mlp"
     pool = retriever.pool(Q, size=cfg.retrieval.learned_candidates)
     assert retriever.learned.featurize(pool).shape[1] == len(FEATURES)
     result = retriever.search(Q)
-    assert result.reranker == "learned-lr" and all("rerank" in h.ranks for h in result.evidence)
+    assert result.reranker == "learned-mlp" and all("rerank" in h.ranks for h in result.evidence)
     fallback = load_ranker(Layout(cfg.data_dir).current_dir()).fallback
     x = retriever.learned.featurize(pool)
     scores = np.array(faq_first(list(fallback.score(x)), x[:, FEATURES.index("faq")]))  # the FAQ rule still applies
@@ -125,13 +125,13 @@ def test_an_encoder_that_fails_on_a_question_costs_the_e5_features_not_the_ranki
 
     ranker = LearnedReranker(load_ranker(index.dir), Featurizer(index, tokenizer, load_stats(index), cfg.retrieval.rrf_k,
                                                                  Broken()))
-    assert ranker.name == "learned-lr+e5"
+    assert ranker.name == "learned-mlp+e5"
     retriever = _retriever(cfg, tokenizer)
     pool = retriever.pool(Q, size=cfg.retrieval.learned_candidates)
     with caplog.at_level(logging.WARNING, logger="rag_core.rank.encoder"):
         scores = ranker.score(pool, Q)
         ranker.score(pool, Q)
-    assert ranker.name == "learned-lr" and len(scores) == len(pool.fused)
+    assert ranker.name == "learned-mlp" and len(scores) == len(pool.fused)
     base = ranker.featurize.base(pool)
     assert scores == pytest.approx(faq_first(list(ranker.model.score(base)), base[:, FEATURES.index("faq")]))
     assert sum("e5 features failed" in r.getMessage() for r in caplog.records) == 1

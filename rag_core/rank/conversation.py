@@ -155,7 +155,7 @@ def load(path: Path = RESOURCE) -> dict[str, ConversationRanker]:
 
 
 def for_ranker(name: str, path: Path = RESOURCE) -> ConversationRanker | None:
-    """The model trained over the passage ranker `name` ("learned-lr+e5", "learned-lr"); None for any other."""
+    """The model trained over the passage ranker `name` ("learned-mlp+e5", "learned-mlp"); None for any other."""
     return load(path).get(name)
 
 

