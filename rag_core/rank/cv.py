@@ -203,7 +203,8 @@ def markdown(r: dict) -> str:
               "| dropped | Hit@1 | Hit@5 | MRR |", "| --- | --- | --- | --- |"]
     for label, m in r["ablation_dev_kfold"].items():
         lines.append(f"| {label} | {m['hit_at_1']:.3f} | {m['hit_at_5']:.3f} | {m['mrr']:.3f} |")
-    lines += ["", f"Weights of the shipped model ({r['shipped']}, on standardised features), largest first:", "",
+    lines += ["", f"The shipped model's ({r['shipped']}) slope along each standardised feature, every feature at its "
+              "mean (a linear model's weights; Ranker.explain), largest first:", "",
               ", ".join(f"{f} {w:+.2f}" for f, w in r["weights"]), "",
               "Fitting one fold (s): " + ", ".join(f"{k} {v}" for k, v in r["fit_seconds_per_fold"].items()) + "."]
     return "\n".join(lines) + "\n"
