@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import REPO
 
 
-def coffeebot(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120,
+def coffeebot(*args: str, env: dict | None = None, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -116,8 +116,10 @@ def test_eval_logs_each_warning_once(eval_cfg, tmp_path):
         '[models]\nembedder = "no-such-org/no-such-embedder"\nreranker = "no-such-org/no-such-reranker"\n'
         '[retrieval]\nranker_encoder = "off"\n',
         encoding="utf-8")
+    # where no test of this process built the evaluation index yet, this eval builds it and trains the ranker on
+    # every gold set (the test took 176 s on 2 cores with another process busy): a bound against a hang, not a target
     out = coffeebot("--config", str(config), "eval", "--gold", str(gold), "--systems", "full,b1,b2b",
-                    "--out", str(tmp_path / "out"), "--resamples", "50")
+                    "--out", str(tmp_path / "out"), "--resamples", "50", timeout=360)
     assert out.returncode == 0, out.stderr
     warnings = [line.split(" WARNING ", 1)[1] for line in out.stderr.splitlines() if " WARNING " in line]
     assert warnings and len(warnings) == len(set(warnings)), warnings
