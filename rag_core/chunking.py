@@ -14,7 +14,7 @@ import numpy as np
 
 from .config import ChunkingConfig
 from .records import Chunk, Document, Heading
-from .sentences import SENTENCE_END, clause_cuts, safe_cut_positions, sentence_spans
+from .sentences import FULL_STOP, SENTENCE_END, clause_cuts, safe_cut_positions, sentence_spans
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _make_chunks(doc: Document, spans: Sequence[tuple[int, int]]) -> list[Chunk]
 
 def _sentences(doc: Document, l_hard: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
-    for s, e in sentence_spans(doc.text):
+    for s, e in sentence_spans(doc.text, ends=FULL_STOP):
         out.extend(clause_cuts(doc.text, s, e, l_hard) if e - s > l_hard else [(s, e)])
     return out
 
@@ -110,10 +110,12 @@ def _sentences(doc: Document, l_hard: int) -> list[tuple[int, int]]:
 def semantic_chunks(doc: Document, cfg: ChunkingConfig, embedder: SentenceEmbedder | None) -> list[Chunk]:
     """Merge adjacent sentences while they stay on topic (cosine ≥ τ) and within L_min/L_max.
 
-    A sentence longer than L_hard is first cut at clause punctuation. Headings and FAQ questions ("问：") open a
-    new chunk once the current one has L_min/4 characters (stubs merge instead of standing alone), and a
-    similarity cut never leaves less than L_min/2 before the next heading; an answer ("答：") stays with its
-    question. Without an embedder, cuts fall on length and structure only.
+    A sentence ends at a full stop (。！？) or a line break, not at a semicolon: a standard's clause divides its cases
+    with semicolons ("一般为 12～36 h …；高海拔地区…可延长至 24～36 h"), and a cut there splits one statement over two
+    passages. A sentence longer than L_hard is first cut at semicolons, then at other clause punctuation. Headings
+    and FAQ questions ("问：") open a new chunk once the current one has L_min/4 characters (stubs merge instead of
+    standing alone), and a similarity cut never leaves less than L_min/2 before the next heading; an answer ("答：")
+    stays with its question. Without an embedder, cuts fall on length and structure only.
     """
     sents = _sentences(doc, cfg.l_hard)
     if not sents:

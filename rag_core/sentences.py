@@ -64,15 +64,17 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None, ends: str 
 
 
 def clause_cuts(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]]:
-    """Cut an over-long sentence into pieces of at most `limit` characters, preferring clause punctuation."""
+    """Cut an over-long sentence into pieces of at most `limit` characters, preferring semicolons, then other clause
+    punctuation."""
     safe = safe_cut_positions(text[start:end])
     pieces: list[tuple[int, int]] = []
     s = start
     while end - s > limit:
         best = None
-        for i in range(s + limit, s + limit // 3, -1):
-            if safe[i - start] and text[i - 1] in CLAUSE_END:
-                best = i
+        for marks in ("；;", CLAUSE_END):  # a semicolon's clause first, then any clause
+            best = next((i for i in range(s + limit, s + limit // 3, -1)
+                         if safe[i - start] and text[i - 1] in marks), None)
+            if best is not None:
                 break
         if best is None:
             best = next((i for i in range(s + limit, s, -1) if safe[i - start]), s + limit)

@@ -11,6 +11,7 @@ from rag_core.ids import docid_for, parse_id
 from rag_core.ingest.clean import normalise
 from rag_core.ingest.readers import RawDocument
 from rag_core.records import Document, Heading
+from rag_core.sentences import clause_cuts
 from tests.fakes.embedder import KeywordEmbedder
 
 
@@ -70,6 +71,29 @@ def test_semantic_merges_on_topic_sentences_up_to_l_min():
     assert all(200 <= len(c.text) <= 600 for c in same_topic[:-1])
     # without similarity information the chunker still bounds lengths
     assert all(len(c.text) <= 600 for c in semantic_chunks(doc, cfg, None))
+
+
+SENT_TIME = "5.3.4 发酵时间一般为 12～36 h，随温度变化：环境温度较高时一般为 12～24 h；高海拔地区夜间气温低时可延长至 24～36 h。"
+
+
+@pytest.mark.parametrize("embedder", [None, KeywordEmbedder(["发酵"])])
+def test_semantic_chunks_keep_a_sentence_whole_across_its_semicolons(embedder):
+    # A standard's clause states one fact in one sentence; its semicolons divide the cases (12～24 h when warm;
+    # 24～36 h at altitude). A length cut that fell at the semicolon left "一般为 12～36 h" in one passage and its
+    # cases in the next, so the passage a question ranked first stated only part of the answer.
+    cfg = ChunkingConfig(l_min=60, l_max=120)
+    doc = make_doc("\n".join(["5.3.1 发酵池宜采用内壁光滑的水泥池，设排水口，并有顶棚遮阳挡雨。", SENT_TIME,
+                               "5.3.5 应记录每池发酵的开始时间和环境温度。"]))
+    chunks = semantic_chunks(doc, cfg, embedder)
+    assert len(chunks) >= 2  # the lengths force a cut
+    assert any(SENT_TIME in c.text for c in chunks)
+    assert not any(c.text.rstrip().endswith("；") for c in chunks)
+
+
+def test_clause_cuts_prefer_a_semicolon_in_an_over_long_sentence():
+    text = "甲" * 30 + "，" + "乙" * 30 + "；" + "丙" * 20 + "，" + "丁" * 30 + "。"
+    pieces = clause_cuts(text, 0, len(text), 90)
+    assert text[pieces[0][0]:pieces[0][1]].endswith("；")  # not at the later comma, though it is nearer the limit
 
 
 def test_sliding_window_overlap_and_snapping():
