@@ -1120,7 +1120,7 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if _mapped_by_synonyms(word, tokenizer) or _of_known_words(word, stats, tokenizer):
             continue
         out.append(word)
-    for run in _single_character_runs(tagged):
+    for run in _single_character_runs(tagged, stats):
         if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
                 and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
             out.append(run)
@@ -1195,9 +1195,10 @@ def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
 _FRAGMENT_POS = ("x", "g", "ng", "n", "nr", "nz", "ns", "vg")
 
 
-def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
+def _single_character_runs(tagged: Sequence[tuple[str, str]], stats: TermStats) -> list[str]:
     """A noun or character followed by single CJK characters tagged as unknown (x), morphemes or nouns: where
-    jieba's dictionary had no word for a name (啶虫脒 → 啶/虫/脒, 白粉虱 → 白粉/虱)."""
+    jieba's dictionary had no word for a name (啶虫脒 → 啶/虫/脒, 白粉虱 → 白粉/虱). A name of three characters the
+    KB holds whole opens no run: what follows it is what the grower says of it (跟戊唑醇换: 戊唑醇 + 换)."""
     runs, current, singles = [], "", 0
     for word, flag in [*tagged, ("", "")]:
         cjk = bool(word) and all("\u4e00" <= ch <= "\u9fff" for ch in word)
@@ -1206,7 +1207,8 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]]) -> list[str]:
             continue
         if singles:
             runs.append(current)
-        current, singles = (word, 0) if cjk and flag in _FRAGMENT_POS and len(word) <= 3 else ("", 0)
+        opens = cjk and flag in _FRAGMENT_POS and len(word) <= 3 and not (len(word) == 3 and stats.known(word))
+        current, singles = (word, 0) if opens else ("", 0)
     return runs
 
 

@@ -412,9 +412,10 @@ def test_a_kilogram_of_seed_finds_the_count_per_kilogram(sample_engine):
 
 def test_the_diseases_second_name_finds_its_chapter(sample_engine):
     """褐斑病 is the KB's own second name for 褐眼斑病 (咖啡褐眼斑病又叫褐斑病): 褐斑病打啥药 (round 27's colloquial26) found
-    only the general spraying rules, none of the disease's passages, and was refused."""
+    only the general spraying rules, none of the disease's passages, and was refused. The disease's control section
+    is among the first two (since round 36's chunking the general rules' passage, which names the fungicides, may lead)."""
     evidence = sample_engine.search("褐斑病打啥药").evidence
-    assert "褐眼斑病" in evidence[0].chunk.section, [h.chunk.section for h in evidence]
+    assert any("褐眼斑病的防治" in h.chunk.section for h in evidence[:2]), [h.chunk.section for h in evidence]
 
 
 def test_a_growers_word_anchors_through_the_synonym_table(sample_engine):
@@ -1011,6 +1012,15 @@ def test_a_head_that_opens_a_longer_word_ends_no_unknown_name(sample_engine):
     assert unknown_topic("锈病的菌钻进叶子以后，要好久才看得到病斑哦？", corpus, tok.synonyms, tok) == ""
     assert unknown_topic("砧木用罗布斯塔抗线虫，用哪个品种好？", corpus, tok.synonyms, tok) == "抗线虫"
     assert unknown_topic("茶树病咋个治", corpus, tok.synonyms, tok) != ""
+
+
+def test_a_name_the_kb_holds_whole_and_the_verb_after_it_are_no_unknown_name(sample_engine):
+    """跟戊唑醇换到打算不算轮换: jieba tags the 换 after 戊唑醇 a noun, and the two read as one name the KB lacks
+    (戊唑醇换), so an answerable question was refused. The KB's own name ends there; a name it lacks is still read
+    from its pieces (啶/虫/脒)."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_words("三唑酮一年最多打得几回？跟戊唑醇换到打算不算轮换？", tok, stats) == []
+    assert "啶虫脒" in unknown_words("啶虫脒兑多少水打咖啡蚜虫？", tok, stats)
 
 
 def test_what_a_question_tells_is_not_what_it_asks(sample_engine):
