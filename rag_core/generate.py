@@ -440,7 +440,9 @@ CONTROL, REMEDY = 0, 1  # INTENTS[0]: how to control or treat; INTENTS[1]: what 
 
 def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits: Sequence[Hit], floor: float) -> _Sentence | None:
     """The best candidate from a passage in another control section under the same parent heading as the first
-    chosen passage (same document), not already cited."""
+    chosen passage (same document), not already cited. A section that names what to spray (化学防治) joins whatever its
+    sentences score (the heading makes it the same disease's control; its sentences, ranked lower, may score under
+    `floor`); another only above `floor`."""
     if not chosen:
         return None
     first = hits[chosen[0].hit_rank].chunk
@@ -452,8 +454,9 @@ def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits:
     for c in candidates:
         chunk = hits[c.hit_rank].chunk
         p, _, l = chunk.section.rpartition(" › ")
-        if (c.hit_rank not in cited and c.score >= floor and chunk.docid == first.docid and p == parent and l != leaf
-                and INTENTS[CONTROL][1].search(l) and not any(_similar(c.text, o.text) for o in chosen)):
+        if (c.hit_rank not in cited and (c.score >= floor or INTENTS[REMEDY][1].search(l)) and chunk.docid == first.docid
+                and p == parent and l != leaf and INTENTS[CONTROL][1].search(l)
+                and not any(_similar(c.text, o.text) for o in chosen)):
             siblings.append((c, l))
     # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
     best = min(siblings, key=lambda s: not INTENTS[REMEDY][1].search(s[1]), default=None)

@@ -219,6 +219,26 @@ def test_how_to_control_is_answered_from_the_control_section(sample_engine):
     assert not a.text.rstrip("[]0123456789abcdef#").endswith("；")
 
 
+def test_how_to_control_gets_the_chemical_section_beside_the_cultural_one(sample_engine):
+    """怎么防治 is cultural and chemical control: when the answer leads with the rust chapter's 农业防治 and the evidence
+    holds its monitoring section and, ranked lower, its 化学防治, the answer cites the chemical section beside the cultural one,
+    whatever its best sentence scores (round 36's fresh build cited the monitoring threshold instead: the chemical
+    section's sentences scored under half the cultural one's, after the rank decay)."""
+    from rag_core.generate import extractive_answer
+    from rag_core.records import Hit
+
+    def section(leaf):
+        return next(c for c in sample_engine.index.chunks
+                    if c.section.endswith("咖啡锈病的防治方法 › " + leaf))
+    cultural, monitoring, chemical = section("（一）农业防治"), section("（二）田间监测与防治指标"), section("（三）化学防治")
+    others = [next(c for c in sample_engine.index.chunks if c.section.endswith(leaf))
+              for leaf in ("预防为主、综合防治", "咖啡锈病的病原与传播", "咖啡锈病的症状识别")]
+    # the fresh build's evidence as shown (figure_lead put the cultural section first, to lead with)
+    hits = [Hit(c, 5.0 - n) for n, c in enumerate([cultural, *others, monitoring, chemical])]
+    _, cited = extractive_answer("咖啡锈病怎么防治？", hits, sample_engine.tokenizer, lead=1)
+    assert cited == [cultural.id, chemical.id]
+
+
 def test_a_fact_two_documents_state_is_cited_from_both(sample_engine):
     """石灰与氮肥施用应间隔 2 周以上 stands in the soil chapter and in the planting regulation (10.4.2): when the other
     document's passage is among the first SISTER_RANKS of the evidence it is cited beside the line, on the same line.
