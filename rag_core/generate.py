@@ -450,16 +450,17 @@ def _sibling_section(chosen: list[_Sentence], candidates: list[_Sentence], hits:
     if not parent or not INTENTS[CONTROL][1].search(leaf):
         return None
     cited = {c.hit_rank for c in chosen}
-    siblings: list[tuple[_Sentence, str]] = []  # (candidate, its section's own heading), best score first
+    siblings: list[tuple[_Sentence, bool]] = []  # (candidate, whether its section names what to spray), best first
     for c in candidates:
         chunk = hits[c.hit_rank].chunk
         p, _, l = chunk.section.rpartition(" › ")
-        if (c.hit_rank not in cited and (c.score >= floor or INTENTS[REMEDY][1].search(l)) and chunk.docid == first.docid
+        remedy = bool(INTENTS[REMEDY][1].search(l))
+        if (c.hit_rank not in cited and (c.score >= floor or remedy) and chunk.docid == first.docid
                 and p == parent and l != leaf and INTENTS[CONTROL][1].search(l)
                 and not any(_similar(c.text, o.text) for o in chosen)):
-            siblings.append((c, l))
+            siblings.append((c, remedy))
     # control is cultural and chemical: a sibling that names what to spray (化学防治) before one that does not
-    best = min(siblings, key=lambda s: not INTENTS[REMEDY][1].search(s[1]), default=None)
+    best = min(siblings, key=lambda s: not s[1], default=None)
     return best[0] if best else None
 
 
