@@ -610,6 +610,30 @@ def unstated_element(question: str, hits: Sequence[Hit]) -> str:
     return ""
 
 
+# A rate is a share of a whole (成活率, 病叶率, 含水率, 出米率): not a speed, a frequency or an efficiency.
+_RATE = re.compile(r"[\u4e00-\u9fff]{2}(?<![频效功速])率")
+
+
+def unstated_rate(question: str, hits: Sequence[Hit], top: int = 3) -> str:
+    """"成活率的具体数字" when the question asks a rate's share (成活率一般有几成, 百分之几) and no sentence of the best
+    evidence names that rate with a figure in per cent or tenths; "" otherwise. The rate is itself what the figure is
+    of, as an element is its content's: the KB's 天气不好成活率会降低 beside 嫁接后第 2 年 states no 成活率. Over every
+    gold set's 44 questions asking a rate's share, this refuses 6 more of the 30 out of scope and none of the 14
+    answerable (病叶率到好多要打药, 含水率好多才算干, 保存率要达到好多)."""
+    ratio = [question.find(ask) for ask, kind in asked_amounts(question) if kind == "ratio"]
+    if not hits or not ratio:
+        return ""
+    rate = next((m.group() for m in reversed(list(_RATE.finditer(question))) if m.start() < max(ratio)), "")
+    if not rate:
+        return ""
+    share = _FIGURES["ratio"]
+    for h in hits[:top]:
+        text = h.chunk.text
+        if any(rate[-2:] in text[a:b] and share.search(text[a:b]) for a, b in sentence_spans(text)):
+            return ""
+    return f"{rate}的具体数字"
+
+
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
              figures: Sequence[_Figure], subject: re.Pattern | None = None) -> float:
     """For each figure asked, the largest IDF-weighted share of the question's anchors (those the evidence uses) that
@@ -1471,8 +1495,9 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    or unanchored_stage(asked, hits, tokenizer, stats) or unanchored_control(asked, hits, tokenizer, stats)
                    or scoped_out(asked, hits, tokenizer, stats)
                    if stats and asked == question else "")
-               # a chemical the follow-up names itself anchors its dose (那苯醚甲环唑打炭疽兑好多倍): judged as for any question
-               or (unanchored_dose(asked, hits, tokenizer, stats) if stats else ""))
+               # a chemical the follow-up names itself anchors its dose (那苯醚甲环唑打炭疽兑好多倍), and a rate its share
+               # (那劈接一般成活率有好多): judged as for any question
+               or (unanchored_dose(asked, hits, tokenizer, stats) if stats else "") or unstated_rate(asked, hits))
     covered = not missing and (score >= MIN_COVERAGE or stats is not None  # in words the knowledge base uses
                                and any(stats.known(w) for w in content_words(asked, tokenizer)))
     return Coverage(covered=covered, score=score, missing=missing)

@@ -12,7 +12,7 @@ from rag_core.relevance import (_home, _with_column_units, animal_care, asked_am
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
-                                unknown_words, scoped_out, unstated_element)
+                                unknown_words, scoped_out, unstated_element, unstated_rate)
 
 
 @pytest.fixture(scope="module")
@@ -603,6 +603,21 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     assert unstated_element("叶片送去化验，锌和硼含量好多算正常？", ranges) == ""
     assert unstated_element("叶片化验镁好多算偏低？", ranges) == ""
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
+
+
+def test_a_rate_asked_must_be_stated_with_its_share():
+    """成活率有百分之几: a rate is a share, stated by a sentence naming the rate with a figure in per cent or tenths. The
+    renovation FAQ names 成活率 only as what bad weather lowers, and its passages' other figures (第 2 年, 6～8 月) are
+    none; the leaf-disease rate's 5% answers 病叶率, and a rate asked of something that is not a figure asks nothing."""
+    grafting = _passages("可以嫁接换种。缺点是需要一定的嫁接技术，遇到天气不好成活率会降低，没成活的要补接。",
+                         "嫁接时间以 6～8 月为好，气温 20 度以上、空气湿润时成活率高；嫁接后第 2 年能少量结果。")
+    rust = _passages("一般以病叶率约 5% 作为开始治疗性用药的参考指标，各地可在 5%–10% 之间掌握。")
+    assert unstated_rate("老树截干以后嫁接抗锈品种，成活率一般能有百分之几", grafting) == "成活率的具体数字"
+    assert unstated_rate("咖啡劈接一般成活率能有几成", grafting) == "成活率的具体数字"
+    assert unstated_rate("那劈接一般成活率有好多？十棵能活几棵？", grafting) == "成活率的具体数字"
+    assert unstated_rate("锈病病叶率到好多要打药", rust) == ""
+    assert unstated_rate("秀病病叶率到几成就要开始打药了", rust) == ""
+    assert unstated_rate("嫁接咋个整成活率才高", grafting) == ""  # how to raise it: no figure asked
 
 
 @pytest.mark.parametrize("check, question, another, stated, missing", [
