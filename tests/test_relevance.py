@@ -12,7 +12,8 @@ from rag_core.relevance import (_home, _with_column_units, animal_care, asked_am
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
-                                unknown_words, scoped_out, unstated_element, unstated_rate)
+                                unknown_words, scoped_out, unstated_element, unstated_rate,
+                                unanchored_year)
 
 
 @pytest.fixture(scope="module")
@@ -603,6 +604,17 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     assert unstated_element("叶片送去化验，锌和硼含量好多算正常？", ranges) == ""
     assert unstated_element("叶片化验镁好多算偏低？", ranges) == ""
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
+
+
+def test_a_year_asked_must_stand_beside_what_it_is_asked_of(sample_engine):
+    """哪一年传到云南来的: the evidence's only year (2020年前后 of the province's planted area) is not the year rust came;
+    the year of the area, asked, is."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    evidence = _passages("咖啡锈病是小粒咖啡最重要的病害，在云南各咖啡产区普遍发生。",
+                         "云南是我国小粒咖啡的主产区，2020年前后收获面积约10万公顷（约150万亩），占全国咖啡种植面积的95%以上。")
+    assert unanchored_year("咖啡锈病是哪一年传到云南来的", evidence, tok, stats) == "具体年份"
+    assert unanchored_year("云南咖啡收获面积约150万亩是哪一年的数字", evidence, tok, stats) == ""
+    assert unanchored_year("咖啡锈病在云南普遍发生吗", evidence, tok, stats) == ""  # no year asked
 
 
 def test_a_rate_asked_must_be_stated_with_its_share():
