@@ -1231,7 +1231,8 @@ def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
     return any(word in key or key in word for key in tokenizer.synonyms)
 
 
-_FRAGMENT_POS = ("x", "g", "ng", "n", "nr", "nz", "ns", "vg")
+# unknown (x), morphemes (g, ng, vg, and zg: the 蕉 of 皇帝/蕉, the 剂 of 生根/剂), nouns and names
+_FRAGMENT_POS = ("x", "g", "ng", "vg", "zg", "n", "nr", "nz", "ns")
 
 
 def _single_character_runs(tagged: Sequence[tuple[str, str]], stats: TermStats) -> list[str]:

@@ -99,6 +99,14 @@ def test_names_jieba_splits_into_characters_are_found(sample_engine):
     assert unknown_focus("地边上种的沃柑要施啥肥？", tok, stats) == "沃柑"
 
 
+def test_a_name_ending_in_a_morpheme_jieba_tags_apart_is_found(sample_engine):
+    """jieba cuts 皇帝蕉 as 皇帝 + 蕉 and tags the 蕉 a morpheme (zg), as it does 剂 of 生根剂: the run is the banana
+    variety the KB never names, which the question is about, however much coffee shade it names besides."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("给小咖啡遮荫的香蕉种哪个品种好点，巴西蕉还是皇帝蕉？", tok, stats) == "巴西蕉"
+    assert "生根剂" in unknown_words("插条要剪多长，用哪样生根剂？", tok, stats)
+
+
 def test_a_pest_crop_or_chemical_the_kb_lacks_is_the_focus_whatever_else_is_asked(sample_engine):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
     assert unknown_focus("咖啡地边的核桃树要不要跟咖啡一起修剪？", tok, stats) == "核桃树"
