@@ -12,10 +12,11 @@ decision is lexical and explainable, from the corpus itself and the question's s
    (红蜘蛛, 沼液 …) that the corpus lacks (character patterns, the older test);
 4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
    of money, a forecast (会不会下霜, and the date a coming season arrives: 明年雨季哪天来), a brand or vendor, paperwork, a
-   year, a person, a total in a unit, an address, an insurer's payment, home roasting and brewing, how much coffee a
-   person may drink and what it does to health, and an amount in a
-   unit (几年, 好久, 零下几度) that no sentence states beside what the question asks it about: the near miss, where
-   the knowledge base has the topic but not the fact;
+   year (stated beside what it is asked of: 锈病是哪一年传到云南来的), a person, a total in a unit, a rate's share
+   (成活率有百分之几: a sentence naming the rate must state it), an address, an insurer's payment, home roasting and
+   brewing, how much coffee a person may drink and what it does to health, and an amount in a unit (几年, 好久,
+   零下几度) that no sentence states beside what the question asks it about: the near miss, where the knowledge base
+   has the topic but not the fact;
 5. the best evidence covers too little of what the question asks (weighted share of its content words).
 The asks are the ways Chinese asks for a kind of fact (多少钱, 几个钱, 会不会下霜), not topics of a question set.
 Tuned on dev, dev-multiturn and adversarial-oos (tests/data/eval); adversarial-oos2 and dev2 are kept for checking.
