@@ -222,22 +222,26 @@ def _after_place(before: str, tokenizer: Tokenizer) -> bool:
     return flags[-1:] == ["s"] or (len(flags) > 1 and flags[-1] == "f" and flags[-2].startswith("n"))
 
 
-_SPACED_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff\d])\s+(?=[\u4e00-\u9fff])")
+_SPACED_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff\d%％])\s+(?=[\u4e00-\u9fff])")
 
 
 def _resolved_within(q: str, back: re.Match, tokenizer: Tokenizer) -> bool:
     """Whether a demonstrative in a question typed with spaces for commas names what an earlier clause of the question
     said: its head is a word said before it (拿去杯测打了86分 这个分算哪个档次), or it follows the words it sums up
-    (开花采收这些, 看影子那个办法, 一千多米的那些). 它, and a head the question has not said (也照这个浓度喷), point back."""
+    (开花采收这些, 看影子那个办法, 一千多米的那些), or, bare, a figure it states (荫蔽度30%到40% 这个到底是啥意思). 它, and a
+    head the question has not said (也照这个浓度喷), point back."""
     word = back.group(0)
     if word == "它" or not _DEMONSTRATIVE.fullmatch(word) or not _SPACED_CLAUSE.search(q[:back.end()]):
         return False
     head = next(iter(tokenizer.words(q[back.end():])), "")  # 分 of 这个分算: jieba may join it to the next word
     if head and any(w in (head, head[:1]) for w in tokenizer.words(q[:back.start()])):
         return True
-    tagged = tokenizer.tagged(q[:back.start()])
+    tagged = [(w, f) for w, f in tokenizer.tagged(q[:back.start()]) if w.strip()]
     last, flag = tagged[-1] if tagged else ("", "")
-    return last == "的" or flag in _NOUN or (flag == "v" and word in ("这些", "那些"))  # 开花采收这些: those things
+    # a figure the question states (荫蔽度30%到40% 这个到底是啥意思): the bare demonstrative sums it up
+    after = tokenizer.tagged(q[back.end():])[:1]
+    figure = (flag == "m" or last in ("%", "％")) and not any(f in _NOUN for _, f in after)
+    return last == "的" or flag in _NOUN or figure or (flag == "v" and word in ("这些", "那些"))  # 开花采收这些: those
 
 
 def needs_rewrite(question: str, tokenizer: Tokenizer, stats: TermStats | None = None) -> bool:

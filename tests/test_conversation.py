@@ -53,6 +53,21 @@ def test_a_demonstrative_for_what_the_question_said_before_a_space_points_nowher
         assert classify(question, tok, stats).kind == "followup", question
 
 
+def test_a_bare_demonstrative_after_a_figure_the_question_states_sums_it_up(sample_engine):
+    """荫蔽度30%到40% 这个到底是啥意思: 这个 is the figure just typed, so the question stands alone (round 37's conv37
+    read it as a follow-up after a pruning exchange and carried 截干, ranking its passage 5th; alone it is 1st). A
+    noun after the demonstrative (施了3斤 这个药) is still the conversation's, and the space before a figure's clause
+    is a comma as any other (发锈病 这种树: the tree just described)."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    for question in ("书上老是说荫蔽度30%到40% 这个到底是啥意思", "土壤化验出来有效磷8个毫克每公斤 速效钾90 这个算低不？",
+                     "年年头一个发锈病 这种树咋个处理"):
+        assert classify(question, tok, stats).kind == "new", question
+    pruning = [Turn("user", "老树截干 离地留好高"), Turn("assistant", "离地30～40厘米截，当天涂波尔多浆。")]
+    question = "书上老是说荫蔽度30%到40% 这个到底是啥意思"
+    assert rewrite_query(question, pruning, tok, 2, stats=stats) == question
+    assert classify("去年打了两次 这个药还要打几次", tok, stats).kind == "followup"
+
+
 def test_a_demonstrative_after_a_place_describes_what_is_there(sample_engine):
     """苗圃里那些小苗 are the seedlings in the nursery, not the conversation's: after a harvest exchange in the same month
     (12月采果人手不够…), 12月份苗圃里那些小苗要咋个防寒 was read as a follow-up and answered with the picking rounds
