@@ -13,7 +13,8 @@ decision is lexical and explainable, from the corpus itself and the question's s
 4. the kind of fact the question asks for, read from the user's own words, absent from the best evidence: an amount
    of money, a forecast (会不会下霜, and the date a coming season arrives: 明年雨季哪天来), a brand or vendor, paperwork, a
    year (stated beside what it is asked of: 锈病是哪一年传到云南来的), a person, a total in a unit, a rate's share
-   (成活率有百分之几: a sentence naming the rate must state it), an address, an insurer's payment, home roasting and
+   (成活率有百分之几: a sentence naming the rate must state it), a named period's length (安全间隔期是几天: likewise),
+   an address, an insurer's payment, home roasting and
    brewing, how much coffee a person may drink and what it does to health, and an amount in a unit (几年, 好久,
    零下几度) that no sentence states beside what the question asks it about: the near miss, where the knowledge base
    has the topic but not the fact;
@@ -648,6 +649,38 @@ def unstated_rate(question: str, hits: Sequence[Hit], top: int = 3) -> str:
         if any(rate[-2:] in text[a:b] and share.search(text[a:b]) for a, b in sentence_spans(text)):
             return ""
     return f"{rate}的具体数字"
+
+
+# A period named for what happens in it (安全间隔期, 潜育期, 转换期), its length asked just after its name
+_SPANS = ("days", "time", "minutes", "hours")
+_PERIOD_TO_ASK = re.compile(r"[^，,。？?！!；;\s]{0,6}")  # 安全间隔期 | 到底是 | 几天: within the clause
+
+
+def unstated_period(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, top: int = 3) -> str:
+    """"安全间隔期的具体时长" when the question asks how long a named period lasts (这个药的安全间隔期到底是几天, 锈病潜伏期
+    好久) and no sentence of the best evidence names that period (itself or the synonym table's word for it: 潜伏期,
+    潜育期) with a figure of the span asked; "" otherwise. The period is itself what the length is of, as a rate is
+    its share's: 采收期喷药必须遵守安全间隔期 beside 每 7–10 天一轮 (the picking round) states none. Every gold set
+    has 16 questions asking a named period's length: of the 15 out of scope, 14 were refused already and this refuses
+    the last (round 38's o37-001); the one answerable (锈病潜伏期好久) is answered by the KB's 潜育期 with 3–5 周."""
+    asks = [(m.start(), kind) for ask, kind in asked_amounts(question) if kind in _SPANS
+            for m in re.finditer(re.escape(ask), question)]
+    if not hits or not asks:
+        return ""
+    named = [word for word in dict.fromkeys(tokenizer.words(question)) if len(word) >= 3 and word.endswith("期")
+             and any(_PERIOD_TO_ASK.fullmatch(question[m.end():start]) for m in re.finditer(re.escape(word), question)
+                     for start, _ in asks if start >= m.end())]
+    if not named:
+        return ""
+    period = max(named, key=len)  # 安全间隔期, not jieba's 间隔期 inside it
+    forms = [period] + [t for k, terms in tokenizer.synonyms.items() if k in period for t in terms if t.endswith("期")]
+    figures = [_FIGURES[kind] for _, kind in asks]
+    for h in hits[:top]:
+        text = h.chunk.text
+        if any(any(f in text[a:b] for f in forms) and any(fig.search(text[a:b]) for fig in figures)
+               for a, b in sentence_spans(text)):
+            return ""
+    return f"{period}的具体时长"
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
@@ -1514,7 +1547,8 @@ def assess(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, corpus_text
                    if stats and asked == question else "")
                # a chemical the follow-up names itself anchors its dose (那苯醚甲环唑打炭疽兑好多倍), and a rate its share
                # (那劈接一般成活率有好多): judged as for any question
-               or (unanchored_dose(asked, hits, tokenizer, stats) if stats else "") or unstated_rate(asked, hits))
+               or (unanchored_dose(asked, hits, tokenizer, stats) if stats else "") or unstated_rate(asked, hits)
+               or unstated_period(asked, hits, tokenizer))
     covered = not missing and (score >= MIN_COVERAGE or stats is not None  # in words the knowledge base uses
                                and any(stats.known(w) for w in content_words(asked, tokenizer)))
     return Coverage(covered=covered, score=score, missing=missing)

@@ -12,7 +12,7 @@ from rag_core.relevance import (_home, _with_column_units, animal_care, asked_am
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
                                 unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
-                                unknown_words, scoped_out, unstated_element, unstated_rate,
+                                unknown_words, scoped_out, unstated_element, unstated_period, unstated_rate,
                                 unanchored_year)
 
 
@@ -638,6 +638,23 @@ def test_a_rate_asked_must_be_stated_with_its_share():
     assert unstated_rate("锈病病叶率到好多要打药", rust) == ""
     assert unstated_rate("秀病病叶率到几成就要开始打药了", rust) == ""
     assert unstated_rate("嫁接咋个整成活率才高", grafting) == ""  # how to raise it: no figure asked
+
+
+def test_a_named_periods_length_must_be_stated_with_its_name(sample_engine):
+    """安全间隔期到底是几天: a period named for what happens in it is what its length is of. The farming calendar's
+    采收期喷药必须遵守安全间隔期 beside the picking round's 每 7–10 天一轮 states no interval (round 38's o37-001 was
+    answered with it); the KB's 潜育期 with its 3–5 周 answers 潜伏期 (the synonym table's word), and a period not
+    asked how long (遵守安全间隔期要注意啥) asks nothing."""
+    tok = sample_engine.tokenizer
+    calendar = _passages("10 月中下旬低海拔地区开始采收，只采完熟红果，每 7–10 天一轮。锈病处于高峰期，采收期喷药必须遵守安全间隔期。")
+    rust = _passages("锈菌孢子萌发后从叶背气孔侵入，侵入后要经过约 3–5 周的潜育期才出现可见病斑。")
+    question = "前天刚打了一遍戊唑醇，树上红果子又熟了一批。打完要等好多天才能摘果子？这个药的安全间隔期到底是几天"
+    assert unstated_period(question, calendar, tok) == "安全间隔期的具体时长"
+    assert unstated_period("三唑酮的安全间隔期是好多天", calendar, tok) == "安全间隔期的具体时长"
+    assert unstated_period("锈病潜伏期好久？", rust, tok) == ""
+    assert unstated_period("锈病潜伏期好久？", calendar, tok) == "潜伏期的具体时长"
+    assert unstated_period("遵守安全间隔期要注意啥", calendar, tok) == ""  # no length asked
+    assert unstated_period("打完要等好多天才能摘果子", calendar, tok) == ""  # no period named
 
 
 @pytest.mark.parametrize("check, question, another, stated, missing", [
