@@ -499,19 +499,37 @@ def unanchored_control(question: str, hits: Sequence[Hit], tokenizer: Tokenizer,
 # beside what the question asks it of; 几号 alone is mostly a date.
 _ASKED_CODE = re.compile(r"编号|型号|代号|哪几号|哪一号|哪一?个(?:品系|品种|小种)?号|几号(?=[^，,。？?]{0,4}(?:小种|品系|品种))")
 # a line's name (萨奇姆有哪些品系，具体叫啥名字): lines are named by their codes, as CIFC 7963 is
-_ASKED_LINE_NAME = re.compile(r"品系[^。？?]{0,12}?(?:叫(?:啥子?|什么|哪样|哪个)|(?:啥子?|什么|哪样)名(?:字|称))")
+_ASKED_LINE_NAME = re.compile(r"品系[^。？?]{0,24}?(?:叫(?:啥子?|什么|哪样|哪个)|(?:啥子?|什么|哪样)名(?:字|称))")
 _CODE = re.compile(r"(?<![A-Za-z])(?!pH)[A-Za-z]+\s*-?\s*\d+|\d+\s*号(?!文)")  # T5296, CIFC 7963, 3 号; not pH 5.5
 
 
 class _CodesBesides:
-    """A sentence states a code the question does not give itself: 卡蒂姆除了 CIFC 7963，还有哪几个品系编号 is not
-    answered by CIFC 7963."""
+    """A sentence states a code of what the question asks, other than one it gives itself: 卡蒂姆除了 CIFC 7963，还有
+    哪几个品系编号 is not answered by CIFC 7963, nor 像卡蒂姆那个7963一样的 (its digits given). A code is the thing's
+    it stands beside (CIFC 7963 等品系: a line's, not a rust race's: 哪几号生理小种) and a name's that the sentence gives before
+    it (卡蒂姆（以 CIFC 7963 等品系为主）: Catimor's, not the 萨奇姆 the question names)."""
 
-    def __init__(self, question: str):
+    def __init__(self, question: str, tokenizer: Tokenizer):
         self.given = re.sub(r"\s+", "", question).lower()
+        self.digits = set(re.findall(r"\d{3,}", question))
+        self.kinds = [kind for kind in _CODED_KINDS if kind in question]
+        self.names = tokenizer.names
+        self.named = {term for term in tokenizer.entities(question) if term in self.names}
 
     def search(self, sentence: str) -> bool:
-        return any(re.sub(r"\s+", "", m.group(0)).lower() not in self.given for m in _CODE.finditer(sentence))
+        return any(self._new(m, sentence) for m in _CODE.finditer(sentence))
+
+    def _new(self, code: re.Match, sentence: str) -> bool:
+        if re.sub(r"\s+", "", code.group(0)).lower() in self.given or set(re.findall(r"\d{3,}", code.group(0))) & self.digits:
+            return False
+        around = sentence[max(0, code.start() - 4):code.end() + 4]
+        if self.kinds and not any(kind in around for kind in self.kinds):
+            return False
+        owners = {n for n in self.names if n in sentence[:code.start()]}
+        return not (self.named and owners and not owners & self.named)
+
+
+_CODED_KINDS = ("小种", "品系")  # what a code names, where the question asks of one: a rust race, a cultivar's line
 
 
 def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats) -> str:
@@ -519,7 +537,7 @@ def unanchored_code(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     the question gives) beside at least MIN_AMOUNT_SUPPORT of the question's words that the evidence uses; ""
     otherwise (the amount's test)."""
     ask = _ASKED_CODE.search(question) or _ASKED_LINE_NAME.search(question)
-    return _unheld("具体编号", ask, _CodesBesides(question), question, hits, tokenizer, stats)
+    return _unheld("具体编号", ask, _CodesBesides(question, tokenizer), question, hits, tokenizer, stats)
 
 
 # How long a thing lives or lasts (成虫能活好多天, 滴灌管用得了几年): a lifespan, which the evidence must state as one

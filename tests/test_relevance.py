@@ -677,6 +677,24 @@ def test_a_figure_beside_another_name_is_not_the_asked_ones(sample_engine, check
     assert check(question, _passages(stated), tok, stats) == ""
 
 
+def test_a_code_is_the_line_or_race_it_stands_beside_and_the_name_it_is_given_with(sample_engine):
+    """CIFC 7963 is Catimor's line: it does not answer which rust race broke Catimor's resistance (哪几号生理小种: round
+    38's d28/d35 misses), nor which line of 萨奇姆 (the sentence gives it after 卡蒂姆), nor a question that gives its
+    digits itself (像卡蒂姆那个7963一样的: o37-015). It answers which line of Catimor is grown, and a line's name asked
+    after a long clause (哪个品系在普洱一千二三百米那种海拔表现最好 叫啥名字: d38-067) is a code asked too."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    catimor = _passages("卡蒂姆是卡杜拉与蒂莫尔杂种杂交后选育出的品种群，包括多个品系，云南种植的主要是CIFC 7963等品系。",
+                        "卡蒂姆（如 CIFC 7963 品系）原来抗锈，但咖啡锈菌有多个生理小种，随着新小种出现，部分地区抗性已经下降。",
+                        "萨奇姆抗锈病，丰产性较好，杯品质量与卡蒂姆相当，部分品系表现更好。")
+    for question in ("云南现在卡蒂姆上发病的锈菌是哪几号生理小种", "萨奇姆现在推广的是哪个品系？品系编号是好多嘛",
+                     "萨奇姆里头哪个品系最好？有没有具体编号 像卡蒂姆那个7963一样的",
+                     "萨奇姆到底哪个品系在普洱一千二三百米那种海拔表现最好 叫啥名字"):
+        assert unanchored_code(question, catimor, tok, stats) == "具体编号", question
+    assert unanchored_code("我们这边种的卡蒂姆是哪个品系的 听人说有个编号", catimor, tok, stats) == ""
+    assert unanchored_code("萨奇姆推广的是哪个品系？品系编号是好多", _passages("萨奇姆在云南推广的品系以 T5296 为主。"),
+                           tok, stats) == ""
+
+
 def test_which_counties_must_be_named_beside_what_is_asked(sample_engine):
     """哪几个县发现了果小蠹: a passage on the beetle that names no place (a genus jieba tags as one, 小蠹亚科, is none)
     does not say where; one that lists the prefectures answers where coffee grows."""
