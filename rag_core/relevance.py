@@ -1211,6 +1211,9 @@ def unknown_words(question: str, tokenizer: Tokenizer, stats: TermStats) -> list
         if _mapped_by_synonyms(word, tokenizer) or _of_known_words(word, stats, tokenizer):
             continue
         out.append(word)
+    for run in _noun_runs(tagged, tokenizer, stats):
+        if run[-1] in _NAME_END and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer):
+            out.append(run)
     for run in _single_character_runs(tagged, stats):
         if _NAME_ENDING.search(run) and not stats.known(run) and not _mapped_by_synonyms(run, tokenizer) \
                 and not _diminutive(run, tokenizer, stats) and not _of_known_words(run, stats, tokenizer):  # 青果/果: 青果果; 硫磺/盐
@@ -1287,6 +1290,23 @@ def _mapped_by_synonyms(word: str, tokenizer: Tokenizer) -> bool:
 _FRAGMENT_POS = ("x", "g", "ng", "vg", "zg", "n", "nr", "nz", "ns")
 
 
+def _noun_runs(tagged: Sequence[tuple[str, str]], tokenizer: Tokenizer, stats: TermStats) -> list[str]:
+    """Nouns that follow one another, each before the last a dictionary word the KB never uses: where jieba cut a
+    name it has no word for into words it has (枯草/芽孢/杆菌: 枯草芽孢杆菌). Not a fragment of a verb (灌点/多菌灵)."""
+    runs, current = [], []
+    for word, flag in [*tagged, ("", "")]:
+        if len(word) >= 2 and flag in ("n", "nz") and all("\u4e00" <= ch <= "\u9fff" for ch in word):
+            current.append(word)
+            continue
+        while len(current) >= 2 and (stats.known(current[0]) or tokenizer.general_frequency(current[0]) < MIN_WORD_FREQ):
+            current = current[1:]  # the run starts at its first unknown dictionary word
+        if len(current) >= 2 and not any(stats.known(w) or tokenizer.general_frequency(w) < MIN_WORD_FREQ
+                                         for w in current[:-1]):
+            runs.append("".join(current))
+        current = []
+    return runs
+
+
 def _single_character_runs(tagged: Sequence[tuple[str, str]], stats: TermStats) -> list[str]:
     """A noun or character followed by single CJK characters tagged as unknown (x), morphemes or nouns: where
     jieba's dictionary had no word for a name (啶虫脒 → 啶/虫/脒, 白粉虱 → 白粉/虱). A name of three characters the
@@ -1308,7 +1328,8 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]], stats: TermStats) 
 # 大肉虫 describes, it does not name) and how
 # the names of crops and fruit trees end (核桃, 沃柑, 魔芋, 柠檬树 …): a word the KB lacks that ends so is a thing
 # the question is about, whatever else it names.
-_CHEMICAL_OR_PEST = re.compile(r"^..+[啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
+_NAME_END = "啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆"
+_CHEMICAL_OR_PEST = re.compile(r"^..+[" + _NAME_END + r"]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
 _CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶|茶叶)$"
                    # Yunnan's medicinal crops, grown under forest as coffee is, whose names carry no crop's ending

@@ -99,6 +99,16 @@ def test_names_jieba_splits_into_characters_are_found(sample_engine):
     assert unknown_focus("地边上种的沃柑要施啥肥？", tok, stats) == "沃柑"
 
 
+def test_a_name_jieba_cuts_into_words_it_knows_is_found(sample_engine):
+    """jieba cuts 枯草芽孢杆菌 into 枯草/芽孢/杆菌, dictionary words all: the run, ending like a microbe's name, is the
+    biological agent the KB never names (round 38's o37-024 was answered with the KB's rust sprays). A verb's fragment
+    before a name the KB holds (灌点/多菌灵) opens no run."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("锈病能不能用枯草芽孢杆菌这种生物药来治 效果咋样", tok, stats) == "枯草芽孢杆菌"
+    assert unknown_focus("听说苗床小苗一片片倒下去，灌点多菌灵就好了，是不是真的？", tok, stats) == ""
+    assert unknown_focus("霜冻前想喷点防冻剂，哪个牌子的效果好", tok, stats) == ""  # the brand is what it lacks
+
+
 def test_a_name_ending_in_a_morpheme_jieba_tags_apart_is_found(sample_engine):
     """jieba cuts 皇帝蕉 as 皇帝 + 蕉 and tags the 蕉 a morpheme (zg), as it does 剂 of 生根剂: the run is the banana
     variety the KB never names, which the question is about, however much coffee shade it names besides."""
