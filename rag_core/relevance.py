@@ -850,6 +850,8 @@ _DOSE_ASKED = re.compile(r"(?:兑|配|对水|放|用|加)\s*(?:成|到|得)?\s*(
                          r"|(?:好|多|啥子?|什么|哪样)\s*(?:浓度|浓|稀)")  # 兑成好浓, 要多浓: a concentration asked
 # a salt or acid mixed as a spray or drench (硫酸亚铁, 硼酸, 氯化钙): a chemical whose dose is asked, like the pesticides
 _SALT = re.compile(r"硫酸|硝酸|磷酸|氯化|碳酸|氢氧化|硼砂|硼酸|高锰酸")
+# a biological agent or an antibiotic the lexicon names (白僵菌, 苏云金杆菌, 春雷霉素): sprayed by the dose, as a pesticide is
+_AGENT = re.compile(r"僵菌|杆菌|霉素|菌素$")
 
 
 def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, top: int = 3) -> str:
@@ -862,7 +864,8 @@ def unanchored_dose(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
                      if _DOSE_ASKED.search(question[a:b]))
     if not asking:
         return ""
-    chemicals = [t for t in tokenizer.entities(asking) if (_CHEMISTRY.search(t) or _SALT.search(t)) and stats.known(t)]
+    chemicals = [t for t in tokenizer.entities(asking) if (_CHEMISTRY.search(t) or _SALT.search(t) or _AGENT.search(t)
+                                                            and t in tokenizer.names) and stats.known(t)]
     sentences = [h.chunk.text[a:b] for h in hits[:top] for a, b in sentence_spans(h.chunk.text)]
     for chemical in chemicals:
         if not any(_doses(sentence, chemical, figure, tokenizer) for sentence in sentences for figure in _DOSES):

@@ -1072,6 +1072,12 @@ def test_how_much_of_a_chemical_to_mix_needs_a_dose_of_it(sample_engine):
     # water: no dose of the chemical is asked (round 27's colloquial26 was refused for 过磷酸钙的用量)
     assert unanchored_dose("滴灌管头能不能加硫酸亚铁？肥水最浓兑好多？", named, tok, stats) == ""
     assert unanchored_dose("滴灌管头能不能加点肥？硫酸亚铁最浓兑好多？", named, tok, stats) == "硫酸亚铁的用量"
+    # a biological agent is sprayed by its dose too: the regulation names 白僵菌制剂 for the berry borer with none
+    # (round 38's d38-070 asked it with no unit, 一亩用好多 兑好多水, and was answered)
+    agent = _passages("可使用已登记的微生物农药和植物源农药等生物农药，如防治咖啡果小蠹的白僵菌制剂。")
+    assert unanchored_dose("白僵菌防果小蠹 一亩用好多 兑好多水", agent, tok, stats) == "白僵菌的用量"
+    assert unanchored_dose("白僵菌防果小蠹 一亩用好多 兑好多水",
+                           _passages("白僵菌制剂每亩用 1–2 kg，兑水 50 升喷雾。"), tok, stats) == ""
 
 
 def test_a_follow_up_that_names_its_chemical_is_held_to_that_chemicals_dose(sample_engine):
