@@ -1175,6 +1175,7 @@ UNKNOWN_FOCUS_STRENGTH = 2.0  # below this much known topic, an unknown word is 
 # the amount of a word (marked \0) asked by a clause ending in a question mark, whose only question word it is: 一年
 # 要有好多\0才够？ \0有好多？ (not 根上长了好多\0，是啥子病？: "many", in a clause that tells before the one that asks;
 # nor \0要扣好多分？, which asks an amount of something else)
+_CONTENT_OF = r"\s*(?:的\s*)?含量"  # a thing's content in something (咖啡因含量): an amount of it, asked or compared
 _MEASURE_ASKED = re.compile(r"(?:好多|多少|几多)\s*(?:的\s*)?\0(?!" + _IN_CLAUSE + r"(?:什么|啥|哪|咋|怎|吗|不|没|么))"
                             + _IN_CLAUSE + r"[？?]|\0[^，,。？?！!；;]{0,3}?(?:好多|多少|几多)\s*[呢啊嘛]?\s*[？?]")
 
@@ -1491,8 +1492,8 @@ def unknown_focus(question: str, tokenizer: Tokenizer, stats: TermStats) -> str:
     if fought:  # how to keep off or kill a thing the KB never names (防松鼠, 赶野猪)
         return fought[0]
     measured = [w for w in unknown if tokenizer.general_frequency(w) >= MIN_WORD_FREQ  # a word (not 张有病 of 好多张有病)
-                and _MEASURE_ASKED.search(question.replace(w, "\0"))]
-    if measured:  # how much of a thing the KB never names (要有好多积温才够): nothing to state it in
+                and (_MEASURE_ASKED.search(question.replace(w, "\0")) or re.search(re.escape(w) + _CONTENT_OF, question))]
+    if measured:  # how much of a thing the KB never names (要有好多积温才够, 哪个咖啡因含量高): nothing to state it in
         return measured[0]
     kinds = [w for w in unknown if _kind_of_known(w, tokenizer, stats)]
     if kinds:  # a kind of a thing the KB knows, named by what it never says (厌氧发酵: its 发酵 is not that one)

@@ -109,6 +109,15 @@ def test_a_name_jieba_cuts_into_words_it_knows_is_found(sample_engine):
     assert unknown_focus("霜冻前想喷点防冻剂，哪个牌子的效果好", tok, stats) == ""  # the brand is what it lacks
 
 
+def test_the_content_of_a_thing_the_kb_never_names_is_its_focus(sample_engine):
+    """哪个咖啡因含量高一点: a content compared, not asked with 好多, is an amount of 咖啡因 all the same, which the KB
+    never names, however much it says of the two cultivars (round 38's o37-060 was answered with their cup quality).
+    A content of what the KB does name (锌含量) is its own question."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("卡蒂姆和铁皮卡的豆子 哪个咖啡因含量高一点", tok, stats) == "咖啡因"
+    assert unknown_focus("卡蒂姆和铁皮卡的豆子 哪个锌含量高一点", tok, stats) == ""
+
+
 def test_a_name_ending_in_a_morpheme_jieba_tags_apart_is_found(sample_engine):
     """jieba cuts 皇帝蕉 as 皇帝 + 蕉 and tags the 蕉 a morpheme (zg), as it does 剂 of 生根剂: the run is the banana
     variety the KB never names, which the question is about, however much coffee shade it names besides."""
