@@ -10,7 +10,7 @@ import pytest
 from rag_core.records import Chunk, Hit
 from rag_core.relevance import (_home, _with_column_units, animal_care, asked_amounts, assess, content_words, missing_fact, other_crop, other_crops_care,
                                 unanchored_amount, unanchored_code, unanchored_control, unanchored_country, unanchored_dose, unanchored_lifespan,
-                                unanchored_place,
+                                unanchored_paperwork, unanchored_place,
                                 unanchored_remedy, unanchored_stage, unknown_focus, unknown_latin_name, unknown_topic,
                                 unknown_words, scoped_out, unstated_element, unstated_period, unstated_rate,
                                 unanchored_year)
@@ -657,6 +657,17 @@ def test_a_rate_asked_must_be_stated_with_its_share():
     assert unstated_rate("锈病病叶率到好多要打药", rust) == ""
     assert unstated_rate("秀病病叶率到几成就要开始打药了", rust) == ""
     assert unstated_rate("嫁接咋个整成活率才高", grafting) == ""  # how to raise it: no figure asked
+
+
+def test_paperwork_asked_must_be_named_beside_what_it_is_for(sample_engine):
+    """报关要办些啥子手续: the nursery regulation's 植物检疫手续 is for moving seedlings between counties, not for
+    exporting (round 38's o37-043 was answered with it after a drying exchange); it answers the seedlings' question."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    transport = _passages("苗木运到后应卸放在阴凉处，及时淋水。跨县（市）调运苗木应按规定办理植物检疫手续，并附苗木标签。",
+                          "云南咖啡过去主要以生豆原料形式出口，国内市场所占比重不高。")
+    assert unanchored_paperwork("晒好了我想自己直接出口到国外卖 报关要办些啥子手续", transport, tok, stats) == "办理手续"
+    assert unanchored_paperwork("从外县拉咖啡苗过来种 要办哪样手续", transport, tok, stats) == ""
+    assert unanchored_paperwork("苗木运到后咋个放", transport, tok, stats) == ""  # no paperwork asked
 
 
 def test_a_named_periods_length_must_be_stated_with_its_name(sample_engine):
