@@ -4,7 +4,7 @@ decision is lexical and explainable, from the corpus itself and the question's s
 1. a topical word of the question that occurs nowhere in the corpus, when the question names little the corpus does
    know, or whatever else it names when the word is a name: an agrochemical or pest (阿维菌素, 啶虫脒 even when jieba
    splits it, 卷叶虫), a crop (核桃, 沃柑), a farm animal (山羊, 鸭子), a machine or vehicle (无人机, 摩托), a Latin-letter
-   brand, model or scheme (4C);
+   brand, model or scheme (4C), cultivars given as bare numbers (695、788这些);
 2. another crop the corpus mentions only in passing (甘蔗, 杧果), asked about in a question that does not name coffee
    or the crop's role beside it (shade, intercrop); or, whatever else the question names, that crop's own disease or
    input (香蕉这个叶斑病, 坚果树施复合肥): a domain term after it in its clause that no passage names together with it;
@@ -1391,7 +1391,17 @@ def unknown_latin_name(question: str, corpus_text: str) -> str:
             continue
         if m.group(0) not in lowered:
             return m.group(0).upper()
+    for m in _LISTED_CODES.finditer(question if _CULTIVAR_ASKED.search(question) else ""):  # 品种…695、788这些
+        if not any(re.search(rf"(?<![\d.]){code}(?![\d.])", corpus_text) for code in m.groups()):
+            return m.group(1)
     return ""
+
+
+_CULTIVAR_ASKED = re.compile(r"品种|品系|编号")
+# Two bare numbers listed as names (听人说有695、788这些; 695还是344): a cultivar's or a line's codes, no figure (a
+# figure has its unit after it: 1500到1800米, 400片叶子)
+_LISTED_CODES = re.compile(r"(?<![\d.])(\d{3,})\s*(?:、|，|,|还是|跟|和|或者?|\s)\s*(\d{3,})(?![\d.])"
+                           r"(?!\s*(?:[A-Za-z%℃°]|[米亩斤克株棵片颗粒个元块度天年月日次倍号升吨分毫厘公千万百多来左]))")
 
 
 OTHER_CROP_SHARE = 0.015  # a crop the KB names in at most this share of passages is mentioned beside coffee, not taught

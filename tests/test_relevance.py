@@ -208,6 +208,12 @@ def test_a_latin_name_the_kb_never_writes(sample_engine):
     assert unknown_latin_name("测出来pH4.7 要撒石灰吧 撒好多", corpus) == ""
     assert unknown_latin_name("测出来ph5", corpus) == ""
     assert unknown_latin_name("买个XR4型号的打药机", corpus) == "XR4"
+    # cultivars given as numbers, two listed, neither in the KB (round 38's o37-011: macadamia's 695、788 was answered
+    # with the intercropping passage); figures are not names (1000到1600米, 数了400片), nor numbers the KB writes
+    assert unknown_latin_name("咖啡地里想套种澳洲坚果 选哪个品种好？听人说有695、788这些", corpus) == "695"
+    assert unknown_latin_name("坚果选哪个品种好，695还是344？", corpus) == "695"
+    assert unknown_latin_name("我们这点海拔1000 1600米之间，选哪个品种好", corpus) == ""
+    assert unknown_latin_name("数了365、400片叶子，这个算好多", corpus) == ""  # no cultivar asked
 
 
 def test_what_disease_and_falling_ill_name_no_disease(sample_engine):
