@@ -461,7 +461,7 @@ def _unheld(missing: str, ask: re.Match | None, figure: _Figure, question: str, 
 # How long an insect's stage lasts (卵要几天才孵出来, 蛹期有好多天, 从若虫孵出来到长成要好多天): a span of days stated
 # with the stage in one clause (卵期 7–10 天), which 若虫孵化盛期喷…，间隔 10–15 天 (a spraying interval) is not.
 _STAGE = r"(?:孵|羽化|化蛹|蛹|卵期|若虫期|幼虫期|成虫期|蜕皮|长成)"
-_DAYS_ASKED = r"(?:几|好多|多少)\s*(?:天|日|周|个?星期|个?礼拜)"
+_DAYS_ASKED = r"(?:" + _HOW_MANY_JI + r"|好多|多少)\s*(?:天|日|周|个?星期|个?礼拜)"  # not 这几天: these days, told
 _ASKED_STAGE = re.compile(_STAGE + r"[^。？?！!]{0,20}?" + _DAYS_ASKED + "|" + _DAYS_ASKED + r"[^，,。？?]{0,6}?" + _STAGE)
 _STAGE_SPAN = re.compile(_STAGE + r"[^，,；;。]{0,15}?\d[\d.–~～-]*\s*(?:天|日|周|d(?![a-z]))"
                          r"|\d[\d.–~～-]*\s*(?:天|日|周)[^，,；;。]{0,10}?" + _STAGE)

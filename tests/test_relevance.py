@@ -844,6 +844,8 @@ def test_how_long_an_insects_stage_lasts_must_be_stated_with_the_stage(sample_en
     stated = _passages("灭字脊虎天牛卵多产在树皮裂缝内，卵期 7–10 天。")
     assert unanchored_stage("灭字脊虎天牛产在树皮缝里的卵，要几天才孵得出来？", stated, tok, stats) == ""
     assert unanchored_stage("绿蚧一年要打几次药？", spray, tok, stats) == ""  # no stage asked
+    # 这几天 tells when, it asks no span (round 38's c37-031 was refused for 发育的天数: 小苗刚长成蝴蝶样子，这几天连着下雨)
+    assert unanchored_stage("沙床里的小苗刚长成蝴蝶样子，这几天连着下雨，一片一片地倒", spray, tok, stats) == ""
 
 
 def test_how_to_treat_a_named_disease_needs_a_control_measure_beside_it(sample_engine):
