@@ -1353,10 +1353,10 @@ def _single_character_runs(tagged: Sequence[tuple[str, str]], stats: TermStats) 
 _NAME_END = "啉嗪磷膦酯胺醇酮菌灵威素碱蜱脲腈唑脒盐剂蝇螨蚜蛾虱蚧蝽蝉蚁螟蛆"
 _CHEMICAL_OR_PEST = re.compile(r"^..+[" + _NAME_END + r"]$|^.?[蝉虱螟蛆蛾螨蚧蚜蝽蝇蚁]$|^.{1,2}甲$")
 # X果 is a kind of fruit unless X says what state a coffee fruit is in (鲜果, 青果, 落果, 坐果 …).
-_CROP = re.compile(r"^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶|茶叶)$"
+_CROP = re.compile(r"(?!杂)(?:^.+[树柑橘桃梨瓜菜茶薯芋麦蔗椒菇笋莓枣蕉稻粱]$|^(?:烤烟|烟草|烟叶|茶叶)$"
                    # Yunnan's medicinal crops, grown under forest as coffee is, whose names carry no crop's ending
                    # (jieba reads 三七 as a number)
-                   r"|^(?:三七|天麻|石斛|重楼|砂仁|黄精|白及)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$")
+                   r"|^(?:三七|天麻|石斛|重楼|砂仁|黄精|白及)$|^.*[^厘毫千百平方立公里\d一二三四五六七八九十两半几多每]米$|^.*[^鲜青红黄绿黑干落浮病虫熟烂僵坐挂结采幼小大好单双空瘪整咖啡过了着]果$)")  # 杂树, 杂草: a mix of kinds, no crop
 # Characters coined for organic chemistry (吡, 啶, 嗪, 膦 …): a word holding one names an agrochemical even when jieba
 # split the name (打草/铵膦 for 打草铵膦).
 _CHEMISTRY = re.compile(r"[啶脒膦嗪啉唑肟酰胺酯铵烷烯醚醛酚苯吡噻嘧哌咪呋喃腈脲砜]")

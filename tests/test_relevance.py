@@ -118,6 +118,14 @@ def test_the_content_of_a_thing_the_kb_never_names_is_its_focus(sample_engine):
     assert unknown_focus("卡蒂姆和铁皮卡的豆子 哪个锌含量高一点", tok, stats) == ""
 
 
+def test_a_mix_of_kinds_names_no_crop(sample_engine):
+    """杂树 (whatever trees grow wild) ends like a crop, 树, but names none: round 38's c37-032 (a steep slope 上面长的
+    是杂树, asked whether coffee may be planted there) was refused for 杂树. A tree the KB never names still is one."""
+    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
+    assert unknown_focus("我们村后山有块荒坡，陡得很，估计有三十度，上面长的是杂树。这种陡坡开出来种咖啡要得不？", tok, stats) == ""
+    assert unknown_focus("地边上种的柠檬树要施啥肥？", tok, stats) == "柠檬树"
+
+
 def test_a_name_ending_in_a_morpheme_jieba_tags_apart_is_found(sample_engine):
     """jieba cuts 皇帝蕉 as 皇帝 + 蕉 and tags the 蕉 a morpheme (zg), as it does 剂 of 生根剂: the run is the banana
     variety the KB never names, which the question is about, however much coffee shade it names besides."""
