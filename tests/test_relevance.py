@@ -647,15 +647,25 @@ def test_a_nutrients_content_must_be_stated_for_that_element():
     assert unstated_element("一亩地氮肥施好多？", ranges) == ""  # an amount of fertiliser, not a content
 
 
-def test_a_year_asked_must_stand_beside_what_it_is_asked_of(sample_engine):
-    """哪一年传到云南来的: the evidence's only year (2020年前后 of the province's planted area) is not the year rust came;
-    the year of the area, asked, is."""
+@pytest.mark.parametrize("check, passages, refused, answered, unasked, missing", [
+    # 哪一年传到云南来的: the evidence's only year (2020年前后 of the province's planted area) is not the year rust came;
+    # the year of the area, asked, is
+    (unanchored_year, ("咖啡锈病是小粒咖啡最重要的病害，在云南各咖啡产区普遍发生。",
+                       "云南是我国小粒咖啡的主产区，2020年前后收获面积约10万公顷（约150万亩），占全国咖啡种植面积的95%以上。"),
+     "咖啡锈病是哪一年传到云南来的", "云南咖啡收获面积约150万亩是哪一年的数字", "咖啡锈病在云南普遍发生吗", "具体年份"),
+    # 报关要办些啥子手续: the nursery regulation's 植物检疫手续 is for moving seedlings between counties, not for exporting
+    # (round 38's o37-043 was answered with it after a drying exchange); it answers the seedlings' question
+    (unanchored_paperwork, ("苗木运到后应卸放在阴凉处，及时淋水。跨县（市）调运苗木应按规定办理植物检疫手续，并附苗木标签。",
+                            "云南咖啡过去主要以生豆原料形式出口，国内市场所占比重不高。"),
+     "晒好了我想自己直接出口到国外卖 报关要办些啥子手续", "从外县拉咖啡苗过来种 要办哪样手续", "苗木运到后咋个放", "办理手续"),
+], ids=["year", "paperwork"])
+def test_an_asked_fact_must_stand_beside_what_it_is_asked_of(sample_engine, check, passages, refused, answered, unasked,
+                                                             missing):
     tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    evidence = _passages("咖啡锈病是小粒咖啡最重要的病害，在云南各咖啡产区普遍发生。",
-                         "云南是我国小粒咖啡的主产区，2020年前后收获面积约10万公顷（约150万亩），占全国咖啡种植面积的95%以上。")
-    assert unanchored_year("咖啡锈病是哪一年传到云南来的", evidence, tok, stats) == "具体年份"
-    assert unanchored_year("云南咖啡收获面积约150万亩是哪一年的数字", evidence, tok, stats) == ""
-    assert unanchored_year("咖啡锈病在云南普遍发生吗", evidence, tok, stats) == ""  # no year asked
+    evidence = _passages(*passages)
+    assert check(refused, evidence, tok, stats) == missing
+    assert check(answered, evidence, tok, stats) == ""
+    assert check(unasked, evidence, tok, stats) == ""  # no such fact asked
 
 
 def test_a_rate_asked_must_be_stated_with_its_share():
@@ -671,17 +681,6 @@ def test_a_rate_asked_must_be_stated_with_its_share():
     assert unstated_rate("锈病病叶率到好多要打药", rust) == ""
     assert unstated_rate("秀病病叶率到几成就要开始打药了", rust) == ""
     assert unstated_rate("嫁接咋个整成活率才高", grafting) == ""  # how to raise it: no figure asked
-
-
-def test_paperwork_asked_must_be_named_beside_what_it_is_for(sample_engine):
-    """报关要办些啥子手续: the nursery regulation's 植物检疫手续 is for moving seedlings between counties, not for
-    exporting (round 38's o37-043 was answered with it after a drying exchange); it answers the seedlings' question."""
-    tok, stats = sample_engine.tokenizer, sample_engine.term_stats
-    transport = _passages("苗木运到后应卸放在阴凉处，及时淋水。跨县（市）调运苗木应按规定办理植物检疫手续，并附苗木标签。",
-                          "云南咖啡过去主要以生豆原料形式出口，国内市场所占比重不高。")
-    assert unanchored_paperwork("晒好了我想自己直接出口到国外卖 报关要办些啥子手续", transport, tok, stats) == "办理手续"
-    assert unanchored_paperwork("从外县拉咖啡苗过来种 要办哪样手续", transport, tok, stats) == ""
-    assert unanchored_paperwork("苗木运到后咋个放", transport, tok, stats) == ""  # no paperwork asked
 
 
 def test_a_named_periods_length_must_be_stated_with_its_name(sample_engine):
