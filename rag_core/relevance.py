@@ -639,10 +639,7 @@ def unanchored_year(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, st
     some year be stated: 2020年前后 of the province's planted area is not the year rust came); "" otherwise. Over every
     gold set's 27 questions asking a year, this refuses 2 more out of scope (the same question, in two sets) and none
     of the 6 answerable, whose anchors' least support is 0.65 (潞江坝那一带是哪个年代开始成规模种咖啡的)."""
-    ask = _YEAR_ASKED.search(asked_part(question))
-    if ask is None or not hits:
-        return ""
-    return "具体年份" if _support(question, hits[:top], tokenizer, stats, [ask.group()], [_YEAR]) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("具体年份", _YEAR_ASKED.search(asked_part(question)), _YEAR, question, hits[:top], tokenizer, stats)
 
 
 # A rate is a share of a whole (成活率, 病叶率, 含水率, 出米率): not a speed, a frequency or an efficiency.
@@ -661,12 +658,14 @@ def unstated_rate(question: str, hits: Sequence[Hit], top: int = 3) -> str:
     rate = next((m.group() for m in reversed(list(_RATE.finditer(question))) if m.start() < max(ratio)), "")
     if not rate:
         return ""
-    share = _FIGURES["ratio"]
-    for h in hits[:top]:
-        text = h.chunk.text
-        if any(rate[-2:] in text[a:b] and share.search(text[a:b]) for a, b in sentence_spans(text)):
-            return ""
-    return f"{rate}的具体数字"
+    return "" if _named_with(hits[:top], [rate[-2:]], [_FIGURES["ratio"]]) else f"{rate}的具体数字"
+
+
+def _named_with(hits: Sequence[Hit], forms: Sequence[str], figures: Sequence[_Figure]) -> bool:
+    """Whether a sentence of the passages names one of `forms` (a rate, a period) with a figure of one of `figures`:
+    what is measured is itself what the figure is of, so no other word need stand beside it."""
+    return any(any(f in h.chunk.text[a:b] for f in forms) and any(fig.search(h.chunk.text[a:b]) for fig in figures)
+               for h in hits for a, b in sentence_spans(h.chunk.text))
 
 
 _PAPERWORK_ASKED = next(asks for name, asks, _ in ASKED_FACTS if name == "办理手续")
@@ -681,10 +680,9 @@ def unanchored_paperwork(question: str, hits: Sequence[Hit], tokenizer: Tokenize
     counties: 6 answered, whose anchors the regulation's sentence holds all of, and 2 refused before it (从普洱拉…到保山,
     places the sentence does not name)."""
     ask = _PAPERWORK_ASKED.search(asked_part(question))
-    if ask is None or not hits:
+    if ask is None:
         return ""
-    said = re.compile(re.escape(_asked_word(ask.group(0))))
-    return "办理手续" if _support(question, hits[:top], tokenizer, stats, [ask.group(0)], [said]) < MIN_AMOUNT_SUPPORT else ""
+    return _unheld("办理手续", ask, re.compile(re.escape(_asked_word(ask.group(0)))), question, hits[:top], tokenizer, stats)
 
 
 # A period named for what happens in it (安全间隔期, 潜育期, 转换期), its length asked just after its name
@@ -710,13 +708,7 @@ def unstated_period(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, to
         return ""
     period = max(named, key=len)  # 安全间隔期, not jieba's 间隔期 inside it
     forms = [period] + [t for k, terms in tokenizer.synonyms.items() if k in period for t in terms if t.endswith("期")]
-    figures = [_FIGURES[kind] for _, kind in asks]
-    for h in hits[:top]:
-        text = h.chunk.text
-        if any(any(f in text[a:b] for f in forms) and any(fig.search(text[a:b]) for fig in figures)
-               for a, b in sentence_spans(text)):
-            return ""
-    return f"{period}的具体时长"
+    return "" if _named_with(hits[:top], forms, [_FIGURES[kind] for _, kind in asks]) else f"{period}的具体时长"
 
 
 def _support(question: str, hits: Sequence[Hit], tokenizer: Tokenizer, stats: TermStats, asked: Sequence[str],
